@@ -1,0 +1,218 @@
+"""The environment: a hardware target bound to one workload, and Algorithm 1's rewards.
+
+>>> from egrl import make_env
+>>> env = make_env(hwmodel="nnpi", workload="resnet50")
+>>> ev = env.evaluate(env.baseline_mapping)
+>>> ev.speedup  # array([1.])
+
+One evaluation (EGRL Algorithm 1, lines 5-12) is: the compiler C repairs the map
+(``M_C = C(M_pi)``); if it changed nothing the map is run and earns
+``(latency_compiler / latency) ** 2``; otherwise no inference counts and the map earns
+``-invalid_reward_scale * reassigned_bytes_ratio``. Speedup is
+``latency_compiler / latency`` for valid maps and 0 for invalid ones (the paper's
+convention: "a score of 0 indicates an invalid mapping").
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from egrl.workloads import Workload
+from egrl.workloads import load as load_workload
+from hwmodels.base import HardwareModel, OptimumResult, Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Evaluation:
+    """The answer to a batch of ``B`` maps (arrays of length ``B``).
+
+    Attributes:
+        latency_s: latency of the map the chip ran (the rectified map), seconds.
+        valid: the compiler accepted the map unchanged.
+        reassigned_ratio: bytes the compiler re-assigned over all mappable bytes.
+        reward: Algorithm 1's reward.
+        speedup: ``baseline_latency_s / latency_s`` for valid maps, 0 for invalid ones.
+        rectified: int64 ``[B, N, H]``: the maps as the compiler repaired them.
+    """
+
+    latency_s: np.ndarray
+    valid: np.ndarray
+    reassigned_ratio: np.ndarray
+    reward: np.ndarray
+    speedup: np.ndarray
+    rectified: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+
+class Env:
+    """A hardware target bound to a workload: the problem every agent solves.
+
+    Args:
+        target: the bound hardware model (``HardwareModel.bind(workload)``).
+        workload: the workload it was bound to (kept for names and reports).
+        invalid_reward_scale: multiplier of the negative reward of repaired maps
+            (EGRL Table 2: ``-1`` scale, i.e. 1.0 here).
+    """
+
+    def __init__(self, target: Target, workload: Workload, invalid_reward_scale: float = 1.0):
+        self.target = target
+        self.workload = workload
+        self.invalid_reward_scale = float(invalid_reward_scale)
+        self.num_evaluations = 0
+        self.baseline_mapping = np.asarray(target.native_mapping(), dtype=np.int64)
+        base = target.measure(self.baseline_mapping[None])
+        if not bool(base.valid[0]):
+            raise RuntimeError(
+                f"the native compiler's map for {workload.name!r} is not valid on "
+                f"{type(target).__name__}: the target's compiler disagrees with itself"
+            )
+        self.baseline_latency_s = float(base.latency_s[0])
+        self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
+
+    # ------------------------------------------------------------ the problem
+    @property
+    def heads(self) -> dict[str, list[str]]:
+        return self.target.heads
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.target.heads)
+
+    @property
+    def num_units(self) -> int:
+        return self.target.num_units
+
+    @property
+    def unit_names(self) -> list[str]:
+        return self.target.unit_names
+
+    @property
+    def graph(self):
+        """The decision graph (PyG ``Data``: ``x`` float32 ``[N, F]``, ``edge_index``)."""
+        return self.target.graph
+
+    @property
+    def num_choices(self) -> np.ndarray:
+        """int64 ``[H]``: number of choices of each head."""
+        return self._num_choices
+
+    # ------------------------------------------------------------- evaluation
+    def check_maps(self, maps) -> np.ndarray:
+        """Validate and batch ``maps`` (``[N, H]`` or ``[B, N, H]``) to int64 ``[B, N, H]``."""
+        arr = np.asarray(maps)
+        if arr.ndim == 2:
+            arr = arr[None]
+        expected = (self.num_units, self.num_heads)
+        if arr.ndim != 3 or arr.shape[1:] != expected:
+            raise ValueError(
+                f"maps must have shape [B, {expected[0]}, {expected[1]}] or {list(expected)} "
+                f"(units x heads {list(self.heads)}), got {list(np.shape(maps))}"
+            )
+        if not np.issubdtype(arr.dtype, np.integer):
+            if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+                raise ValueError("maps must hold integer choices")
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < 0) | (arr >= self._num_choices)
+        if bad.any():
+            b, u, h = (int(x) for x in np.argwhere(bad)[0])
+            head = self.head_names[h]
+            raise ValueError(
+                f"map {b}: unit {self.unit_names[u]!r} head {head!r} has choice {arr[b, u, h]}, "
+                f"expected 0..{self._num_choices[h] - 1} ({self.heads[head]})"
+            )
+        return arr
+
+    @property
+    def head_names(self) -> list[str]:
+        return list(self.heads)
+
+    def evaluate(self, maps) -> Evaluation:
+        """Evaluate a batch of maps: compile, run, reward (EGRL Algorithm 1).
+
+        Args:
+            maps: int ``[B, N, H]`` or ``[N, H]`` (a batch of one).
+
+        Returns:
+            An :class:`Evaluation` whose arrays have length ``B``.
+        """
+        batch = self.check_maps(maps)
+        m = self.target.measure(batch)
+        self.num_evaluations += len(batch)
+        return self.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
+
+    def score(self, rectified, valid, reassigned_ratio, latency_s) -> Evaluation:
+        """Rewards and speedups from what the hardware measured."""
+        valid = np.asarray(valid, dtype=bool)
+        latency_s = np.asarray(latency_s, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.baseline_latency_s / latency_s
+        speedup = np.where(valid, ratio, 0.0)
+        reward = np.where(
+            valid,
+            ratio**2,
+            -self.invalid_reward_scale * np.asarray(reassigned_ratio, dtype=np.float64),
+        )
+        return Evaluation(
+            latency_s=latency_s,
+            valid=valid,
+            reassigned_ratio=np.asarray(reassigned_ratio, dtype=np.float64),
+            reward=reward,
+            speedup=speedup,
+            rectified=rectified,
+        )
+
+    def random_mappings(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` uniformly random maps, int64 ``[n, N, H]``."""
+        return rng.integers(0, self._num_choices, size=(n, self.num_units, self.num_heads))
+
+    def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
+        """Exact (or bounded) solution of the target's cost model, where it has one."""
+        return self.target.optimum(time_limit_s=time_limit_s, workers=workers, **kwargs)
+
+    def mapping_to_dict(self, mapping) -> dict[str, dict[str, str]]:
+        """A map ``[N, H]`` as ``{unit name: {head: choice name}}`` (for JSON outputs)."""
+        mapping = self.check_maps(mapping)[0]
+        return {
+            unit: {h: self.heads[h][int(c)] for h, c in zip(self.head_names, row)}
+            for unit, row in zip(self.unit_names, mapping)
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Env(workload={self.workload.name!r}, target={type(self.target).__name__}, "
+            f"units={self.num_units}, heads={self.head_names})"
+        )
+
+
+def make_env(
+    hwmodel: str | HardwareModel = "nnpi",
+    workload: str | Workload = "resnet50",
+    invalid_reward_scale: float = 1.0,
+    **hw_params,
+) -> Env:
+    """Bind a hardware model to a workload.
+
+    Args:
+        hwmodel: a registered name (``hwmodels.names()``) or a :class:`HardwareModel`.
+        workload: a zoo name (``workloads.names()``), a path to a workload JSON, or a
+            :class:`Workload`.
+        invalid_reward_scale: see :class:`Env`.
+        **hw_params: parameters of the hardware model when given by name.
+    """
+    import hwmodels
+
+    if isinstance(hwmodel, str):
+        hwmodel = hwmodels.make(hwmodel, **hw_params)
+    elif hw_params:
+        raise TypeError("hardware parameters are only accepted with a hardware-model name")
+    if isinstance(workload, str):
+        workload = load_workload(workload)
+    target = hwmodel.bind(workload)
+    return Env(target, workload, invalid_reward_scale=invalid_reward_scale)
