@@ -1,0 +1,1 @@
+"""Console entry points (``egrl-info``, ``egrl-train``, ...)."""
