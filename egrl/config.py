@@ -1,0 +1,120 @@
+"""Plain configuration records for training, usable with or without Hydra.
+
+Defaults are the EGRL paper's Table 2 values (``FACTS.md``). The Hydra tree under
+``configs/`` mirrors these records one group per swappable part; :func:`from_mapping`
+builds a :class:`TrainConfig` from a Hydra ``DictConfig`` or any nested mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class AgentConfig:
+    """Which halves of EGRL run: ``egrl`` uses both, ``ea`` only the population, ``pg`` only the learner."""
+
+    name: str = "egrl"
+    use_population: bool = True
+    use_learner: bool = True
+    migration: bool = True
+    migration_every: int = 1
+
+
+@dataclass
+class PolicyConfig:
+    """Graph U-Net actor and twin-Q critic sizes (Table 2)."""
+
+    hidden: int = 128
+    out: int = 128
+    depth: int = 4
+    heads: int = 4
+
+
+@dataclass
+class PopulationConfig:
+    """Mixed population; keys beyond ``size`` and ``boltzmann_fraction`` go to ``MixedPopulation``."""
+
+    size: int = 20
+    boltzmann_fraction: float = 0.2
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class LearnerConfig:
+    """Discrete SAC and its rollouts (Table 2, Appendix D)."""
+
+    num_learners: int = 1
+    rollouts: int = 1
+    clean_rollouts: int = 1
+    noise_std: float = 1.0
+    buffer_size: int = 100_000
+    batch_size: int = 24
+    gradient_ratio: float = 1.0
+    burn_in: int = 48
+    gamma: float = 0.99
+    lr_actor: float = 1e-3
+    lr_critic: float = 1e-3
+    alpha: float = 0.05
+    tau: float = 1e-3
+    reward_scale: float = 5.0
+    ucb_c: float = 1.0
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    """One training run."""
+
+    seed: int = 0
+    budget: int = 4000
+    device: str = "cpu"
+    threads: int = 1
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 3
+    invalid_reward_scale: float = 1.0
+    progress: bool = True
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    population: PopulationConfig = field(default_factory=PopulationConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_SECTIONS = {
+    "agent": AgentConfig,
+    "policy": PolicyConfig,
+    "population": PopulationConfig,
+    "learner": LearnerConfig,
+}
+
+
+def _build(cls, data: dict[str, Any]):
+    names = {f.name for f in fields(cls)}
+    known = {k: v for k, v in data.items() if k in names and k != "options"}
+    extra = {k: v for k, v in data.items() if k not in names}
+    if "options" in names:
+        known["options"] = {**dict(data.get("options") or {}), **extra}
+    elif extra:
+        raise KeyError(f"unknown {cls.__name__} keys: {sorted(extra)}")
+    return cls(**known)
+
+
+def from_mapping(cfg: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config)."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(cfg):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    cfg = dict(cfg)
+    top = {f.name for f in fields(TrainConfig)} - set(_SECTIONS)
+    kwargs = {k: cfg[k] for k in top if k in cfg}
+    for key, cls in _SECTIONS.items():
+        kwargs[key] = _build(cls, dict(cfg.get(key) or {}))
+    return TrainConfig(**kwargs)
