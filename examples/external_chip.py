@@ -1,0 +1,180 @@
+#!/usr/bin/env python
+"""A toy chip that speaks the ``egrl-external/1`` protocol (see docs/external.md).
+
+It stands in for a real chip's compiler and runtime: it reads one JSON request on
+stdin and prints one JSON answer on stdout. It does not import egrl; it only reads
+the workload file the request points at.
+
+Cost model (three memory levels, NNP-I-like defaults from the Spring Hill figures):
+
+* compiler: tensors are placed in execution order (each node's weight, then its
+  activation); a weight occupies its level for the whole run, an activation from its
+  producer's step to its last consumer's step. A tensor that does not fit where the
+  map asks is demoted one level at a time (choice 0, DRAM, is unbounded). A map is
+  valid when nothing was demoted; ``reassigned_bytes`` counts the demoted bytes.
+* runtime: a node takes ``max(macs / mac_rate, bytes moved / bandwidth)``: it reads
+  its weight and its inputs from their levels (host inputs from DRAM) and writes its
+  output to its level. Latency is the sum over nodes. Invalid maps are not run
+  (``latency_s`` is null), as on the real chip in EGRL.
+
+Usage::
+
+    python examples/external_chip.py --sram-kib 4096 --llc-kib 24576 < request.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+
+LEVELS = ("DRAM", "LLC", "SRAM")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sram-kib", type=float, default=4096.0, help="SRAM capacity, KiB")
+    p.add_argument("--llc-kib", type=float, default=24576.0, help="LLC capacity, KiB")
+    p.add_argument("--dram-gbps", type=float, default=67.2, help="DRAM bandwidth, GB/s")
+    p.add_argument("--llc-gbps", type=float, default=680.0, help="LLC bandwidth, GB/s")
+    p.add_argument("--sram-gbps", type=float, default=6800.0, help="SRAM bandwidth, GB/s")
+    p.add_argument("--tmacs", type=float, default=25.0, help="compute, tera-MACs per second")
+    p.add_argument(
+        "--no-baseline", action="store_true", help="answer the baseline request with an error"
+    )
+    return p.parse_args(argv)
+
+
+class Chip:
+    """The toy chip bound to one workload (a dict in the ``egrl-workload/1`` format)."""
+
+    def __init__(self, workload: dict, heads: dict[str, list[str]], args: argparse.Namespace):
+        if list(heads) != ["weight", "activation"]:
+            raise ValueError(f"this chip has heads ['weight', 'activation'], not {list(heads)}")
+        for head, choices in heads.items():
+            unknown = set(choices) - set(LEVELS)
+            if unknown or choices[0] != "DRAM":
+                raise ValueError(f"head {head!r}: choices {choices} must be {LEVELS}, DRAM first")
+        self.heads = heads
+        capacity = {"DRAM": math.inf, "LLC": args.llc_kib * 1024, "SRAM": args.sram_kib * 1024}
+        bandwidth = {"DRAM": args.dram_gbps, "LLC": args.llc_gbps, "SRAM": args.sram_gbps}
+        # per head: capacity and bandwidth of each choice, in choice order
+        self.capacity = {h: np.array([capacity[c] for c in cs]) for h, cs in heads.items()}
+        self.bandwidth = {h: np.array([bandwidth[c] * 1e9 for c in cs]) for h, cs in heads.items()}
+        self.level = {h: [LEVELS.index(c) for c in cs] for h, cs in heads.items()}
+        self.dram_bw = bandwidth["DRAM"] * 1e9
+        self.mac_rate = args.tmacs * 1e12
+
+        nodes = workload["nodes"]
+        dtype = workload.get("dtype_bytes", 1)
+        index = {n["name"]: i for i, n in enumerate(nodes)}
+        self.n = len(nodes)
+        self.weight = np.array([n["weight_bytes"] for n in nodes], dtype=np.float64)
+        self.output = np.array([math.prod(n["output_shape"]) * dtype for n in nodes], float)
+        self.macs = np.array([n["macs"] for n in nodes], dtype=np.float64)
+        edges = [
+            (index[src], i, math.prod(shape) * dtype)
+            for i, n in enumerate(nodes)
+            for src, shape in zip(n["inputs"], n["input_shapes"])
+            if src in index
+        ]
+        self.src = np.array([e[0] for e in edges], dtype=np.int64)
+        self.dst = np.array([e[1] for e in edges], dtype=np.int64)
+        self.edge_bytes = np.array([e[2] for e in edges], dtype=np.float64)
+        self.host_bytes = np.zeros(self.n)
+        for i, n in enumerate(nodes):
+            for src, shape in zip(n["inputs"], n["input_shapes"]):
+                if src not in index:
+                    self.host_bytes[i] += math.prod(shape) * dtype
+        self.last_use = np.arange(self.n)
+        np.maximum.at(self.last_use, self.src, self.dst)
+
+    def compile(self, mapping: np.ndarray) -> tuple[np.ndarray, float]:
+        """Rectify one map ``[N, 2]``: the placed map and the bytes demoted."""
+        placed = mapping.copy()
+        used = np.zeros((len(LEVELS), self.n))  # bytes held per physical level and step
+        demoted = 0.0
+        for i in range(self.n):
+            tensors = (
+                (0, "weight", self.weight[i], 0, self.n - 1),
+                (1, "activation", self.output[i], i, self.last_use[i]),
+            )
+            for col, head, size, first, last in tensors:
+                if size == 0:
+                    continue
+                choice = int(placed[i, col])
+                while True:
+                    level = self.level[head][choice]
+                    peak = used[level, first : last + 1].max()
+                    if peak + size <= self.capacity[head][choice]:
+                        break
+                    choice -= 1
+                if choice != placed[i, col]:
+                    demoted += size
+                    placed[i, col] = choice
+                used[level, first : last + 1] += size
+        return placed, demoted
+
+    def latency(self, mapping: np.ndarray) -> float:
+        """Seconds to run one (valid) map ``[N, 2]``."""
+        w_bw = self.bandwidth["weight"][mapping[:, 0]]
+        a_bw = self.bandwidth["activation"][mapping[:, 1]]
+        reads = np.bincount(self.dst, self.edge_bytes / a_bw[self.src], minlength=self.n)
+        memory = self.weight / w_bw + self.output / a_bw + reads + self.host_bytes / self.dram_bw
+        return float(np.maximum(self.macs / self.mac_rate, memory).sum())
+
+    def evaluate(self, maps: np.ndarray) -> dict:
+        """The ``evaluate`` answer for maps ``[B, N, 2]``."""
+        answer: dict[str, list] = {"latency_s": [], "valid": [], "rectified": []}
+        answer["reassigned_bytes"] = []
+        for mapping in maps:
+            placed, demoted = self.compile(mapping)
+            valid = demoted == 0
+            answer["valid"].append(bool(valid))
+            answer["latency_s"].append(self.latency(placed) if valid else None)
+            answer["rectified"].append(placed.tolist())
+            answer["reassigned_bytes"].append(demoted)
+        return answer
+
+    def baseline(self) -> dict:
+        """The compiler's own map: everything asked of the fastest level, then rectified."""
+        fastest = np.array([len(c) - 1 for c in self.heads.values()])
+        placed, _ = self.compile(np.tile(fastest, (self.n, 1)))
+        return {"mapping": placed.tolist()}
+
+
+def load_workload(descriptor: dict) -> dict:
+    if "data" in descriptor:
+        return descriptor["data"]
+    with open(descriptor["path"], encoding="utf-8") as f:
+        return json.load(f)
+
+
+def answer(request: dict, args: argparse.Namespace) -> dict:
+    if request.get("protocol") != "egrl-external/1":
+        raise ValueError(f"unsupported protocol {request.get('protocol')!r}")
+    chip = Chip(load_workload(request["workload"]), request["heads"], args)
+    if request["request"] == "evaluate":
+        return chip.evaluate(np.asarray(request["maps"], dtype=np.int64))
+    if request["request"] == "baseline" and not args.no_baseline:
+        return chip.baseline()
+    raise ValueError(f"unsupported request {request['request']!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    request = json.load(sys.stdin)
+    try:
+        reply = answer(request, args)
+    except (ValueError, KeyError) as exc:
+        json.dump({"error": str(exc)}, sys.stdout)
+        return 2
+    json.dump(reply, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

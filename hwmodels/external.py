@@ -1,0 +1,615 @@
+"""The ``external`` hardware model: a real chip (or its compiler) behind a command.
+
+>>> import hwmodels
+>>> hw = hwmodels.make("external", command=["python", "examples/external_chip.py"])
+>>> target = hw.bind(workload)
+>>> m = target.measure(maps)  # maps: int [B, N, H]
+
+The command speaks the ``egrl-external/1`` protocol (``docs/external.md``): it is run
+once per chunk of maps, reads one JSON request on stdin and prints one JSON answer on
+stdout. Two requests exist: ``evaluate`` (compile and run a batch of maps) and
+``baseline`` (the chip compiler's own map). The workload is written once, at bind
+time, to a JSON file whose path every request carries (or, with
+``inline_workload=True``, it rides inside every request).
+
+Robustness: every call has a timeout (the command's whole process group is killed),
+failed calls are retried, and when a chunk still fails an
+:class:`ExternalEvaluatorError` carries the chunks already measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from egrl.workloads.ir import Workload
+from hwmodels import register
+from hwmodels.base import HardwareModel, Measurement, Target
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "egrl-external/1"
+
+#: NNP-I's decision heads: the weight and the activation of every node go to one level.
+NNPI_HEADS: dict[str, list[str]] = {
+    "weight": ["DRAM", "LLC", "SRAM"],
+    "activation": ["DRAM", "LLC", "SRAM"],
+}
+
+#: characters of the command's stderr quoted in errors
+_STDERR_TAIL_CHARS = 2000
+#: seconds to wait for the pipes to close once a timed-out process group is killed
+_DRAIN_S = 5.0
+
+T = TypeVar("T")
+
+
+class ExternalEvaluatorError(RuntimeError):
+    """The external command failed on a chunk of maps after all its attempts.
+
+    Attributes:
+        command: the command as run (argv list).
+        chunk_index: index of the chunk that failed (``None`` outside ``measure``).
+        chunk_range: ``(start, stop)`` rows of the measured batch that chunk held.
+        problems: what went wrong on each attempt, oldest first.
+        partial: the :class:`Measurement` of the chunks measured before the failure
+            (rows ``0 .. chunk_range[0] - 1`` of the batch); ``None`` outside ``measure``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        command: list[str],
+        problems: Sequence[str] = (),
+        chunk_index: int | None = None,
+        chunk_range: tuple[int, int] | None = None,
+        partial: Measurement | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.command = list(command)
+        self.problems = list(problems)
+        self.chunk_index = chunk_index
+        self.chunk_range = chunk_range
+        self.partial = partial
+
+
+class _CallFailed(Exception):
+    """One attempt failed; the message says why (internal, triggers a retry)."""
+
+
+# --------------------------------------------------------------------------- process
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group ``proc`` leads (it was started in a new session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _drain(proc: subprocess.Popen) -> tuple[str, str]:
+    """Collect what a killed process left in its pipes, without waiting forever."""
+    try:
+        return proc.communicate(timeout=_DRAIN_S)
+    except subprocess.TimeoutExpired:  # a descendant escaped the group and holds a pipe
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return "", ""
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    if len(text) > _STDERR_TAIL_CHARS:
+        text = "..." + text[-_STDERR_TAIL_CHARS:]
+    return text or "(empty)"
+
+
+def _run_command(
+    command: list[str],
+    payload: str,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> str:
+    """Run ``command`` once with ``payload`` on stdin and return its stdout.
+
+    The command runs in a new session; on timeout (or when the caller is interrupted)
+    its whole process group is killed.
+
+    Raises:
+        _CallFailed: the command could not start, timed out, or exited non-zero.
+    """
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise _CallFailed(f"could not start: {exc}") from exc
+    try:
+        out, err = proc.communicate(payload, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        _, err = _drain(proc)
+        raise _CallFailed(
+            f"timed out after {timeout_s:g} s (process group killed); stderr tail: {_tail(err)}"
+        ) from None
+    except BaseException:
+        _kill_group(proc)
+        _drain(proc)
+        raise
+    if proc.returncode != 0:
+        raise _CallFailed(f"exit code {proc.returncode}; stderr tail: {_tail(err)}")
+    if err.strip():
+        log.debug("external command stderr: %s", _tail(err))
+    return out
+
+
+def _parse_answer(stdout: str) -> dict:
+    """The JSON object a command printed: the whole stdout, else its last non-empty line.
+
+    Raises:
+        _CallFailed: no JSON object could be read, or it carries ``"error"`` or another
+            protocol's name.
+    """
+    text = stdout.strip()
+    if not text:
+        raise _CallFailed("printed nothing on stdout (expected one JSON object)")
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError as exc:
+        last = text.splitlines()[-1]
+        try:
+            answer = json.loads(last)
+        except json.JSONDecodeError:
+            raise _CallFailed(
+                f"stdout is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                f"stdout starts with {text[:200]!r}"
+            ) from None
+    if not isinstance(answer, dict):
+        raise _CallFailed(f"answer is a JSON {type(answer).__name__}, expected an object")
+    if "error" in answer:
+        raise _CallFailed(f"answered with an error: {answer['error']}")
+    if answer.get("protocol", PROTOCOL) != PROTOCOL:
+        raise _CallFailed(f"answered protocol {answer['protocol']!r}, expected {PROTOCOL!r}")
+    return answer
+
+
+# --------------------------------------------------------------------------- answers
+def _key(answer: dict, key: str, batch: int) -> list:
+    """``answer[key]`` as a list of ``batch`` entries."""
+    if key not in answer:
+        raise _CallFailed(f"answer has no {key!r} (keys: {sorted(answer)})")
+    value = answer[key]
+    if not isinstance(value, list) or len(value) != batch:
+        got = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
+        raise _CallFailed(f"{key!r} must be a list of {batch} entries (one per map), got {got}")
+    return value
+
+
+def _parse_valid(answer: dict, batch: int) -> np.ndarray:
+    """bool ``[B]`` from ``answer["valid"]`` (JSON booleans only)."""
+    values = _key(answer, "valid", batch)
+    bad = [i for i, v in enumerate(values) if not isinstance(v, bool)]
+    if bad:
+        raise _CallFailed(f"'valid' must hold JSON booleans; map {bad[0]} has {values[bad[0]]!r}")
+    return np.array(values, dtype=bool)
+
+
+def _parse_floats(answer: dict, key: str, batch: int) -> np.ndarray:
+    """float64 ``[B]`` from ``answer[key]``; ``null`` becomes NaN."""
+    values = _key(answer, key, batch)
+    bad = [
+        i
+        for i, v in enumerate(values)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))
+    ]
+    if bad:
+        raise _CallFailed(f"{key!r} must hold numbers or null; map {bad[0]} has {values[bad[0]]!r}")
+    return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _parse_choices(value, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """int64 array of ``shape`` from nested JSON lists of integers."""
+    try:
+        arr = np.asarray(value)
+    except ValueError:
+        raise _CallFailed(
+            f"{what} is ragged: expected nested lists of shape {list(shape)}"
+        ) from None
+    if arr.shape != shape:
+        raise _CallFailed(f"{what} has shape {list(arr.shape)}, expected {list(shape)}")
+    if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
+        raise _CallFailed(f"{what} must hold integer choices (got {arr.dtype} values)")
+    return arr.astype(np.int64)
+
+
+class ExternalTarget(Target):
+    """The external command bound to one workload; units are the workload's nodes.
+
+    Args:
+        model: the :class:`ExternalModel` (command, heads, timeout, retries, ...).
+        workload: the workload; written to a temporary JSON file for the command unless
+            ``model.inline_workload``.
+    """
+
+    def __init__(self, model: ExternalModel, workload: Workload) -> None:
+        self.model = model
+        self.workload = workload
+        self.heads = {h: list(c) for h, c in model.heads.items()}
+        self.num_units = workload.num_nodes
+        self.unit_names = list(workload.node_names)
+        self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
+        self._native: np.ndarray | None = None
+        self.workload_path: Path | None = None
+        data = workload.to_dict()
+        text = json.dumps(data, separators=(",", ":"))
+        descriptor: dict[str, Any] = {
+            "name": workload.name,
+            "num_nodes": workload.num_nodes,
+            "node_names": self.unit_names,
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        }
+        if model.inline_workload:
+            descriptor["data"] = data
+        else:
+            folder = tempfile.mkdtemp(prefix="egrl-external-")
+            weakref.finalize(self, shutil.rmtree, folder, True)
+            self.workload_path = Path(folder) / "workload.json"
+            self.workload_path.write_text(text, encoding="utf-8")
+            descriptor["path"] = str(self.workload_path)
+        self._descriptor = descriptor
+
+    # ------------------------------------------------------------------ protocol
+    @cached_property
+    def graph(self):
+        """The workload's PyG graph (``x`` float32 ``[N, 19]``, ``edge_index``)."""
+        return self.workload.to_pyg()
+
+    def request(self, kind: str, **fields) -> dict:
+        """A protocol request of ``kind`` (``"evaluate"`` or ``"baseline"``)."""
+        return {
+            "protocol": PROTOCOL,
+            "request": kind,
+            "workload": self._descriptor,
+            "heads": self.heads,
+            **fields,
+        }
+
+    def _attempt(self, request: dict, parse: Callable[[dict], T]) -> T:
+        """Run the command once on ``request`` and parse its answer."""
+        m = self.model
+        start = time.perf_counter()
+        stdout = _run_command(m.command, json.dumps(request), m.timeout_s, m.process_env, m.cwd)
+        result = parse(_parse_answer(stdout))
+        log.debug(
+            "external %s request answered in %.3f s",
+            request["request"],
+            time.perf_counter() - start,
+        )
+        return result
+
+    def _call(self, request: dict, parse: Callable[[dict], T], attempts: int, where: str) -> T:
+        """:meth:`_attempt` up to ``attempts`` times.
+
+        Raises:
+            ExternalEvaluatorError: every attempt failed (no ``partial`` set).
+        """
+        problems: list[str] = []
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._attempt(request, parse)
+            except _CallFailed as exc:
+                problems.append(f"attempt {attempt}/{attempts}: {exc}")
+                log.warning(
+                    "external command %s, %s failed: %s", self.model.command, where, problems[-1]
+                )
+        raise ExternalEvaluatorError(
+            f"external command {self.model.command} failed on {where} after {attempts} "
+            f"attempt(s); last: {problems[-1]}",
+            command=self.model.command,
+            problems=problems,
+        )
+
+    # ---------------------------------------------------------------- measuring
+    def _check_maps(self, maps) -> np.ndarray:
+        arr = np.asarray(maps)
+        expected = (self.num_units, len(self.heads))
+        if arr.ndim != 3 or arr.shape[1:] != expected or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(
+                f"maps must be integers of shape [B, {expected[0]}, {expected[1]}], "
+                f"got {arr.dtype} {list(arr.shape)}"
+            )
+        arr = arr.astype(np.int64)
+        self._check_range(arr, "map")
+        return arr
+
+    def _check_range(self, arr: np.ndarray, what: str) -> None:
+        """Raise ``ValueError`` naming the first out-of-range choice of ``arr`` ``[B, N, H]``."""
+        problem = self._range_problem(arr, what)
+        if problem:
+            raise ValueError(problem)
+
+    def _range_problem(self, arr: np.ndarray, what: str) -> str | None:
+        """A sentence naming the first out-of-range choice of ``arr`` ``[B, N, H]``, or None."""
+        bad = (arr < 0) | (arr >= self._num_choices)
+        if not bad.any():
+            return None
+        b, u, h = (int(x) for x in np.argwhere(bad)[0])
+        head = list(self.heads)[h]
+        return (
+            f"{what} {b}: unit {self.unit_names[u]!r} head {head!r} has choice {arr[b, u, h]}, "
+            f"expected 0..{self._num_choices[h] - 1} ({self.heads[head]})"
+        )
+
+    @cached_property
+    def mappable_bytes(self) -> float | None:
+        """Bytes the heads place (weights for ``weight``, outputs for ``activation``).
+
+        ``None`` when a head is neither, so ``reassigned_bytes`` cannot be converted.
+        """
+        sizes = {
+            "weight": self.workload.weight_bytes,
+            "activation": self.workload.output_bytes,
+        }
+        if not set(self.heads) <= set(sizes):
+            return None
+        return float(sum(int(sizes[h].sum()) for h in self.heads))
+
+    def _reassigned(self, answer: dict, valid: np.ndarray) -> np.ndarray:
+        """float64 ``[B]`` reassigned-bytes ratio; 0 for valid maps, 1.0 when not given."""
+        batch = len(valid)
+        if "reassigned_ratio" in answer and "reassigned_bytes" in answer:
+            raise _CallFailed("give one of 'reassigned_ratio' and 'reassigned_bytes', not both")
+        if "reassigned_ratio" in answer:
+            ratio = _parse_floats(answer, "reassigned_ratio", batch)
+        elif "reassigned_bytes" in answer:
+            if not self.mappable_bytes:
+                raise _CallFailed(
+                    f"'reassigned_bytes' cannot be converted for heads {list(self.heads)} "
+                    "(only 'weight' / 'activation' heads of a workload with bytes); "
+                    "answer 'reassigned_ratio'"
+                )
+            ratio = _parse_floats(answer, "reassigned_bytes", batch) / self.mappable_bytes
+        else:
+            ratio = np.ones(batch)
+        ratio = np.where(valid, 0.0, np.where(np.isnan(ratio), 1.0, ratio))
+        if np.any(ratio < 0) or not np.all(np.isfinite(ratio)):
+            i = int(np.argmax((ratio < 0) | ~np.isfinite(ratio)))
+            raise _CallFailed(f"reassigned ratio of map {i} is {ratio[i]} (must be >= 0, finite)")
+        return ratio
+
+    def parse_evaluation(self, answer: dict, maps: np.ndarray) -> Measurement:
+        """The :class:`Measurement` of ``maps`` ``[B, N, H]`` from an ``evaluate`` answer.
+
+        Raises:
+            _CallFailed: a key is missing, has the wrong length or type, a valid map has
+                no finite positive latency, or a rectified map is malformed.
+        """
+        batch = len(maps)
+        valid = _parse_valid(answer, batch)
+        latency = _parse_floats(answer, "latency_s", batch)
+        bad = valid & ~(np.isfinite(latency) & (latency > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _CallFailed(f"map {i} is valid but its latency_s is {latency[i]} (NaN/null/<= 0)")
+        if "rectified" in answer:
+            rectified = _parse_choices(answer["rectified"], maps.shape, "'rectified'")
+            problem = self._range_problem(rectified, "rectified map")
+            if problem:
+                raise _CallFailed(problem)
+            changed = valid & np.any(rectified != maps, axis=(1, 2))
+            if changed.any():
+                raise _CallFailed(
+                    f"map {int(np.argmax(changed))} is valid but its rectified map differs from it"
+                )
+        else:
+            rectified = np.where(valid[:, None, None], maps, 0)
+        return Measurement(
+            rectified=rectified.astype(np.int64),
+            valid=valid,
+            reassigned_ratio=self._reassigned(answer, valid),
+            latency_s=latency,
+        )
+
+    def measure(self, maps) -> Measurement:
+        """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``.
+
+        Raises:
+            ExternalEvaluatorError: a chunk failed after all attempts; its ``partial``
+                holds the chunks measured before it.
+        """
+        maps = self._check_maps(maps)
+        batch = len(maps)
+        size = self.model.batch_size or max(batch, 1)
+        attempts = self.model.retries + 1
+        done: list[Measurement] = []
+        for index, start in enumerate(range(0, batch, size)):
+            chunk = maps[start : start + size]
+            request = self.request("evaluate", batch_index=index, maps=chunk.tolist())
+            where = f"chunk {index} (maps {start}..{start + len(chunk) - 1} of {batch})"
+            try:
+                done.append(
+                    self._call(
+                        request, lambda a, c=chunk: self.parse_evaluation(a, c), attempts, where
+                    )
+                )
+            except ExternalEvaluatorError as exc:
+                exc.chunk_index = index
+                exc.chunk_range = (start, start + len(chunk))
+                exc.partial = self._concat(done)
+                exc.args = (f"{exc.args[0]}; the {start} map(s) before it are in .partial",)
+                raise
+        return self._concat(done)
+
+    def _concat(self, parts: list[Measurement]) -> Measurement:
+        n, h = self.num_units, len(self.heads)
+        if not parts:
+            return Measurement(
+                rectified=np.zeros((0, n, h), dtype=np.int64),
+                valid=np.zeros(0, dtype=bool),
+                reassigned_ratio=np.zeros(0),
+                latency_s=np.zeros(0),
+            )
+        return Measurement(
+            *(
+                np.concatenate([getattr(p, f) for p in parts])
+                for f in Measurement.__dataclass_fields__
+            )
+        )
+
+    # ----------------------------------------------------------------- baseline
+    def parse_baseline(self, answer: dict) -> np.ndarray:
+        """int64 ``[N, H]`` from a ``baseline`` answer's ``mapping``."""
+        if "mapping" not in answer:
+            raise _CallFailed(f"answer has no 'mapping' (keys: {sorted(answer)})")
+        return _parse_choices(answer["mapping"], (self.num_units, len(self.heads)), "'mapping'")
+
+    def native_mapping(self) -> np.ndarray:
+        """The chip compiler's own map ``[N, H]`` (asked once, then cached).
+
+        The ``baseline`` request is sent once. If the command fails on it or answers
+        with an error, the all-zeros map (choice 0 is always valid) stands in and a
+        warning is logged.
+
+        Raises:
+            ExternalEvaluatorError: the command answered with a malformed mapping.
+        """
+        if self._native is None:
+            try:
+                stdout = _run_command(
+                    self.model.command,
+                    json.dumps(self.request("baseline")),
+                    self.model.timeout_s,
+                    self.model.process_env,
+                    self.model.cwd,
+                )
+                answer = _parse_answer(stdout)
+            except _CallFailed as exc:
+                log.warning(
+                    "external command %s gave no baseline map (%s); using the all-zeros map",
+                    self.model.command,
+                    exc,
+                )
+                self._native = np.zeros((self.num_units, len(self.heads)), dtype=np.int64)
+            else:
+                self._native = self._checked_baseline(answer)
+        return self._native.copy()
+
+    def _checked_baseline(self, answer: dict) -> np.ndarray:
+        try:
+            mapping = self.parse_baseline(answer)
+            problem = self._range_problem(mapping[None], "baseline mapping")
+            if problem:
+                raise _CallFailed(problem)
+        except _CallFailed as exc:
+            raise ExternalEvaluatorError(
+                f"external command {self.model.command} answered the baseline request "
+                f"with a malformed mapping: {exc}",
+                command=self.model.command,
+                problems=[str(exc)],
+            ) from None
+        return mapping
+
+    def __repr__(self) -> str:
+        return f"ExternalTarget({self.workload.name!r}, command={self.model.command})"
+
+
+def _check_heads(heads: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    if not heads:
+        raise ValueError("heads must name at least one decision head")
+    out: dict[str, list[str]] = {}
+    for name, choices in heads.items():
+        if isinstance(choices, str) or not choices:
+            raise ValueError(f"head {name!r} must list its choice names, got {choices!r}")
+        if len(set(choices)) != len(choices):
+            raise ValueError(f"head {name!r} repeats a choice: {list(choices)}")
+        out[str(name)] = [str(c) for c in choices]
+    return out
+
+
+@register("external")
+class ExternalModel(HardwareModel):
+    """A chip behind a command that speaks ``egrl-external/1`` (``docs/external.md``).
+
+    Args:
+        command: argv list, or a string split with :func:`shlex.split`.
+        heads: decision heads and their choice names (choice 0 slowest and always valid);
+            default :data:`NNPI_HEADS`.
+        timeout_s: seconds one call may take before its process group is killed.
+        retries: further attempts after a failed call (``evaluate`` requests only).
+        batch_size: maps per call; ``None`` sends the whole batch in one call.
+        env: environment variables added to (overriding) the current environment.
+        cwd: working directory of the command.
+        inline_workload: put the workload itself in every request instead of the path
+            of a file written at bind time (for commands that cannot read local files).
+    """
+
+    name = "external"
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        heads: Mapping[str, Sequence[str]] | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        batch_size: int | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        inline_workload: bool = False,
+    ) -> None:
+        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+        if not argv:
+            raise ValueError("command is empty")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if int(retries) < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+        self.command = argv
+        self.heads = _check_heads(copy.deepcopy(dict(heads or NNPI_HEADS)))
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.inline_workload = bool(inline_workload)
+
+    @property
+    def process_env(self) -> dict[str, str] | None:
+        """The command's environment: the current one with :attr:`env` on top."""
+        return {**os.environ, **{k: str(v) for k, v in self.env.items()}} if self.env else None
+
+    def bind(self, workload: Workload) -> ExternalTarget:
+        """The command bound to ``workload`` (writes the workload file)."""
+        return ExternalTarget(self, workload)
+
+    def __repr__(self) -> str:
+        return f"ExternalModel(command={self.command}, heads={list(self.heads)})"

@@ -1,0 +1,387 @@
+"""The ``external`` hardware model against the example chip and misbehaving commands."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import egrl
+import hwmodels
+from egrl.workloads.ir import Node, TensorInfo, Workload
+from hwmodels.external import ExternalEvaluatorError, ExternalModel, ExternalTarget
+
+ROOT = Path(__file__).resolve().parents[1]
+CHIP = str(ROOT / "examples" / "external_chip.py")
+PY = sys.executable
+#: small capacities so that the tiny workload below overflows them
+CHIP_ARGS = ["--sram-kib", "1", "--llc-kib", "8"]
+
+#: wraps the example chip; misbehaves as the environment variables say
+WRAPPER = """
+import json, os, runpy, sys
+request = json.load(sys.stdin)
+if os.environ.get("LOG"):
+    with open(os.environ["LOG"], "a") as f:
+        f.write(json.dumps([request["request"], request.get("batch_index"), len(request.get("maps", []))]) + "\\n")
+if str(request.get("batch_index")) == os.environ.get("FAIL_CHUNK"):
+    sys.stderr.write("chunk refused by the wrapper\\n")
+    sys.exit(4)
+counter = os.environ.get("COUNTER")
+if counter:
+    count = int(open(counter).read()) + 1 if os.path.exists(counter) else 1
+    open(counter, "w").write(str(count))
+    if count <= int(os.environ["FAIL_TIMES"]):
+        sys.stderr.write(f"transient failure {count}\\n")
+        sys.exit(5)
+chip = runpy.run_path(os.environ["CHIP"])
+print(json.dumps(chip["answer"](request, chip["parse_args"](sys.argv[1:]))))
+"""
+
+#: prints the JSON in $ANSWER whatever it is asked
+ANSWER = "import os, sys; sys.stdin.read(); print(os.environ['ANSWER'])"
+
+#: starts a child that sleeps, records its pid, then hangs
+HANG = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(120)
+"""
+
+CRASH = "import sys; sys.stderr.write('segfault in the driver\\n'); sys.exit(3)"
+
+
+def tiny_workload() -> Workload:
+    """Four nodes: conv -> conv -> add (reads both) -> linear; weights 216 / 576 / 0 / 5120 B."""
+    a = (1, 8, 8, 8)
+    nodes = [
+        Node("c1", "conv", ["x"], [(1, 3, 8, 8)], a, weight_bytes=216, macs=13824),
+        Node("c2", "conv", ["c1"], [a], a, weight_bytes=576, macs=36864),
+        Node("add", "eltwise", ["c1", "c2"], [a, a], a, vector_ops=512),
+        Node("fc", "linear", ["add"], [a], (1, 10), weight_bytes=5120, macs=5120),
+    ]
+    return Workload("tiny", nodes, [TensorInfo("x", (1, 3, 8, 8), 192)])
+
+
+def script(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def chip_target(**kw) -> ExternalTarget:
+    return ExternalModel([PY, CHIP, *CHIP_ARGS], **kw).bind(tiny_workload())
+
+
+def answer_target(answer: dict, **kw) -> ExternalTarget:
+    env = {"ANSWER": json.dumps(answer)}
+    return ExternalModel([PY, "-c", ANSWER], env=env, retries=0, **kw).bind(tiny_workload())
+
+
+@pytest.fixture
+def maps() -> np.ndarray:
+    """Three maps [3, 4, 2]: all DRAM (valid), all SRAM (invalid), a mixed one."""
+    return np.array(
+        [np.zeros((4, 2)), np.full((4, 2), 2), [[2, 1], [1, 1], [0, 0], [0, 1]]], dtype=np.int64
+    )
+
+
+# ------------------------------------------------------------------ the protocol
+def test_registered_and_built_by_name():
+    assert "external" in hwmodels.names()
+    hw = hwmodels.make("external", command=f"{PY} {CHIP} --sram-kib 1", timeout_s=5)
+    assert isinstance(hw, ExternalModel)
+    assert hw.command == [PY, CHIP, "--sram-kib", "1"]
+    assert hw.heads == {"weight": ["DRAM", "LLC", "SRAM"], "activation": ["DRAM", "LLC", "SRAM"]}
+
+
+def test_bind_writes_the_workload_file_and_units_are_nodes():
+    target = chip_target()
+    assert target.num_units == 4 and target.unit_names == ["c1", "c2", "add", "fc"]
+    assert tuple(target.graph.x.shape) == (4, 19)
+    saved = json.loads(target.workload_path.read_text())
+    assert saved["format"] == "egrl-workload/1"
+    assert [n["name"] for n in saved["nodes"]] == target.unit_names
+    folder = target.workload_path.parent
+    del target
+    assert not folder.exists()
+
+
+def test_measure_with_the_example_chip(maps):
+    m = chip_target().measure(maps)
+    assert m.rectified.shape == (3, 4, 2) and m.rectified.dtype == np.int64
+    assert m.valid.tolist() == [True, False, True]
+    # the all-DRAM map: one memory-bound node after another at 67.2 GB/s
+    w = tiny_workload()
+    moved = w.weight_bytes + w.output_bytes + w.input_bytes
+    compute = w.macs / 25e12
+    assert m.latency_s[0] == pytest.approx(np.maximum(moved / 67.2e9, compute).sum(), rel=1e-12)
+    assert m.latency_s[2] < m.latency_s[0]
+    # the all-SRAM map is not run; the chip reports demoted bytes, converted to a ratio
+    assert np.isnan(m.latency_s[1])
+    assert 0 < m.reassigned_ratio[1] < 1
+    assert m.reassigned_ratio[[0, 2]].tolist() == [0.0, 0.0]
+    assert not np.array_equal(m.rectified[1], maps[1])
+    np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
+
+
+def test_inline_workload_gives_the_same_answer(maps):
+    inline = chip_target(inline_workload=True)
+    assert inline.workload_path is None
+    a, b = inline.measure(maps), chip_target().measure(maps)
+    np.testing.assert_array_equal(a.latency_s, b.latency_s)
+    np.testing.assert_array_equal(a.rectified, b.rectified)
+
+
+def test_chunks_are_sent_separately_and_joined(tmp_path, maps):
+    log = tmp_path / "calls.jsonl"
+    wrapper = script(tmp_path, "wrapper.py", WRAPPER)
+    env = {"CHIP": CHIP, "LOG": str(log)}
+    hw = ExternalModel([PY, wrapper, *CHIP_ARGS], batch_size=2, env=env)
+    target = hw.bind(tiny_workload())
+    batch = np.concatenate([maps, maps[:2]])  # 5 maps -> chunks of 2, 2, 1
+    m = target.measure(batch)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls == [["evaluate", 0, 2], ["evaluate", 1, 2], ["evaluate", 2, 1]]
+    assert m.valid.tolist() == [True, False, True, True, False]
+    whole = chip_target().measure(batch)
+    np.testing.assert_array_equal(m.latency_s, whole.latency_s)
+    np.testing.assert_array_equal(m.rectified, whole.rectified)
+
+
+def test_env_reward_and_baseline_from_the_chip(maps):
+    target = chip_target()
+    env = egrl.Env(target, target.workload)
+    baseline = env.baseline_mapping
+    assert baseline.max() > 0  # the chip's compiler uses the fast levels
+    ev = env.evaluate(maps)
+    assert env.num_evaluations == 3
+    assert ev.reward[1] == pytest.approx(-ev.reassigned_ratio[1])
+    assert ev.speedup[0] == pytest.approx(env.baseline_latency_s / ev.latency_s[0])
+    assert ev.speedup[1] == 0.0
+
+
+# ---------------------------------------------------------------- baseline fallback
+@pytest.mark.parametrize("command", ["no-baseline", "crash"])
+def test_baseline_falls_back_to_all_zeros(tmp_path, caplog, command):
+    argv = [PY, CHIP, "--no-baseline"] if command == "no-baseline" else [PY, "-c", CRASH]
+    target = ExternalModel(argv).bind(tiny_workload())
+    with caplog.at_level(logging.WARNING, logger="hwmodels.external"):
+        mapping = target.native_mapping()
+    np.testing.assert_array_equal(mapping, np.zeros((4, 2), dtype=np.int64))
+    assert "no baseline map" in caplog.text
+
+
+def test_malformed_baseline_mapping_is_an_error():
+    target = answer_target({"mapping": [[0, 1], [0, 1]]})
+    with pytest.raises(
+        ExternalEvaluatorError, match=r"malformed mapping.*shape \[2, 2\].*\[4, 2\]"
+    ):
+        target.native_mapping()
+    target = answer_target({"mapping": [[0, 3]] * 4})
+    with pytest.raises(ExternalEvaluatorError, match="unit 'c1' head 'activation' has choice 3"):
+        target.native_mapping()
+
+
+# ------------------------------------------------------------------ answer defaults
+def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
+    m = answer_target({"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}).measure(maps)
+    np.testing.assert_array_equal(m.rectified[1], np.zeros((4, 2)))
+    np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
+    assert m.reassigned_ratio.tolist() == [0.0, 1.0, 0.0]
+    assert np.isnan(m.latency_s[1]) and m.latency_s[2] == 2e-3
+
+    given = {"latency_s": [1e-3, 5e-3, 2e-3], "valid": [True, False, True]}
+    given["reassigned_ratio"] = [0.5, 0.25, None]
+    m = answer_target(given).measure(maps)
+    assert m.reassigned_ratio.tolist() == [0.0, 0.25, 0.0]
+    assert m.latency_s[1] == 5e-3
+
+
+def test_reassigned_bytes_are_converted(maps):
+    answer = {"latency_s": [1.0, None, 1.0], "valid": [True, False, True]}
+    answer["reassigned_bytes"] = [0, 2000, 0]
+    m = answer_target(answer).measure(maps)
+    w = tiny_workload()
+    total = w.weight_bytes.sum() + w.output_bytes.sum()
+    assert m.reassigned_ratio[1] == pytest.approx(2000 / total)
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ({"valid": [True] * 3}, r"answer has no 'latency_s'"),
+        (
+            {"latency_s": [1.0, 1.0], "valid": [True] * 3},
+            r"'latency_s' must be a list of 3 .*got 2",
+        ),
+        (
+            {"latency_s": [1.0, float("nan"), 1.0], "valid": [True] * 3},
+            r"map 1 is valid but its latency_s is nan",
+        ),
+        (
+            {"latency_s": [1.0, None, 1.0], "valid": [True] * 3},
+            r"map 1 is valid but its latency_s is nan",
+        ),
+        ({"latency_s": [1.0] * 3, "valid": [True, 1, True]}, r"JSON booleans; map 1 has 1"),
+        (
+            {"latency_s": [1.0, "fast", 1.0], "valid": [True] * 3},
+            r"numbers or null; map 1 has 'fast'",
+        ),
+        (
+            {"latency_s": [1.0] * 3, "valid": [True] * 3, "rectified": [[[0, 0]] * 4] * 3},
+            r"map 1 is valid but its rectified map differs",
+        ),
+        (
+            {"latency_s": [1.0] * 3, "valid": [False] * 3, "rectified": [[[0, 0]] * 3] * 3},
+            r"'rectified' has shape \[3, 3, 2\]",
+        ),
+        (
+            {"latency_s": [1.0] * 3, "valid": [False] * 3, "rectified": [[[0, 7]] * 4] * 3},
+            r"rectified map 0: unit 'c1' head 'activation' has choice 7",
+        ),
+        ({"error": "device busy"}, r"answered with an error: device busy"),
+        ([1, 2, 3], r"answer is a JSON list"),
+    ],
+)
+def test_malformed_answers_are_named(maps, answer, problem):
+    target = answer_target(answer)
+    with pytest.raises(ExternalEvaluatorError, match=problem) as info:
+        target.measure(maps)
+    assert info.value.chunk_index == 0
+    assert "python" in str(info.value) or PY in str(info.value)  # the command is named
+
+
+def test_not_json_is_named(tmp_path, maps):
+    bad = script(tmp_path, "bad.py", "import sys; sys.stdin.read(); print('latency: 3 ms {')")
+    target = ExternalModel([PY, bad], retries=0).bind(tiny_workload())
+    with pytest.raises(ExternalEvaluatorError, match=r"stdout is not JSON.*'latency: 3 ms \{'"):
+        target.measure(maps)
+
+
+def test_logs_before_the_answer_are_tolerated(tmp_path, maps):
+    answer = {"latency_s": [1.0] * 3, "valid": [True] * 3}
+    noisy = script(
+        tmp_path,
+        "noisy.py",
+        f"import sys; sys.stdin.read(); print('compiling...'); print({json.dumps(json.dumps(answer))})",
+    )
+    m = ExternalModel([PY, noisy], retries=0).bind(tiny_workload()).measure(maps)
+    assert m.latency_s.tolist() == [1.0] * 3
+
+
+# ------------------------------------------------------------------ failures
+def test_crash_names_exit_code_stderr_and_attempts(maps):
+    target = ExternalModel([PY, "-c", CRASH], retries=1).bind(tiny_workload())
+    with pytest.raises(ExternalEvaluatorError) as info:
+        target.measure(maps)
+    err = info.value
+    assert "exit code 3" in str(err) and "segfault in the driver" in str(err)
+    assert "after 2 attempt(s)" in str(err) and "chunk 0" in str(err)
+    assert [p.split(":")[0] for p in err.problems] == ["attempt 1/2", "attempt 2/2"]
+    assert err.command == [PY, "-c", CRASH]
+    assert len(err.partial.valid) == 0 and err.partial.rectified.shape == (0, 4, 2)
+
+
+def test_missing_executable_is_named(maps):
+    target = ExternalModel(["/nonexistent/chip-runner"], retries=0).bind(tiny_workload())
+    with pytest.raises(ExternalEvaluatorError, match="could not start.*chip-runner"):
+        target.measure(maps)
+
+
+def test_timeout_kills_the_process_group(tmp_path, maps):
+    pid_file = tmp_path / "child.pid"
+    hang = script(tmp_path, "hang.py", HANG)
+    target = ExternalModel([PY, hang, str(pid_file)], timeout_s=1.5, retries=0).bind(
+        tiny_workload()
+    )
+    with pytest.raises(
+        ExternalEvaluatorError, match=r"timed out after 1.5 s \(process group killed\)"
+    ):
+        target.measure(maps)
+    child = int(pid_file.read_text())
+    status = Path(f"/proc/{child}/status")
+    # gone, or a zombie waiting for its new parent to reap it
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_retry_after_a_transient_failure(tmp_path, maps, caplog):
+    wrapper = script(tmp_path, "wrapper.py", WRAPPER)
+    env = {"CHIP": CHIP, "COUNTER": str(tmp_path / "count"), "FAIL_TIMES": "1"}
+    target = ExternalModel([PY, wrapper, *CHIP_ARGS], retries=1, env=env).bind(tiny_workload())
+    with caplog.at_level(logging.WARNING, logger="hwmodels.external"):
+        m = target.measure(maps)
+    assert m.valid.tolist() == [True, False, True]
+    assert "attempt 1/2: exit code 5" in caplog.text and "transient failure 1" in caplog.text
+    assert (tmp_path / "count").read_text() == "2"
+
+
+def test_failed_chunk_keeps_the_chunks_before_it(tmp_path, maps):
+    wrapper = script(tmp_path, "wrapper.py", WRAPPER)
+    env = {"CHIP": CHIP, "FAIL_CHUNK": "2", "LOG": str(tmp_path / "calls.jsonl")}
+    hw = ExternalModel([PY, wrapper, *CHIP_ARGS], batch_size=1, retries=1, env=env)
+    target = hw.bind(tiny_workload())
+    with pytest.raises(ExternalEvaluatorError) as info:
+        target.measure(maps)
+    err = info.value
+    assert err.chunk_index == 2 and err.chunk_range == (2, 3)
+    assert "chunk 2 (maps 2..2 of 3)" in str(err) and "exit code 4" in str(err)
+    assert "chunk refused by the wrapper" in str(err)
+    assert err.partial.valid.tolist() == [True, False]
+    np.testing.assert_array_equal(err.partial.rectified[0], maps[0])
+    calls = (tmp_path / "calls.jsonl").read_text().splitlines()
+    assert len(calls) == 4  # chunks 0 and 1 once, chunk 2 twice
+
+
+# ------------------------------------------------------------------ bad parameters
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"command": []}, "command is empty"),
+        ({"command": "x", "timeout_s": 0}, "timeout_s must be positive"),
+        ({"command": "x", "retries": -1}, "retries must be >= 0"),
+        ({"command": "x", "batch_size": 0}, "batch_size must be >= 1"),
+        ({"command": "x", "heads": {"weight": "DRAM"}}, "head 'weight' must list"),
+        ({"command": "x", "heads": {"weight": ["DRAM", "DRAM"]}}, "repeats a choice"),
+    ],
+)
+def test_bad_parameters(params, problem):
+    with pytest.raises(ValueError, match=problem):
+        ExternalModel(**params)
+
+
+def test_out_of_range_maps_are_refused_before_running(maps):
+    target = ExternalModel(["/nonexistent/never-run"]).bind(tiny_workload())
+    bad = maps.copy()
+    bad[1, 3, 0] = 3
+    with pytest.raises(ValueError, match="map 1: unit 'fc' head 'weight' has choice 3"):
+        target.measure(bad)
+
+
+def test_custom_heads_reach_the_command(tmp_path):
+    log = tmp_path / "request.json"
+    dump = script(
+        tmp_path,
+        "dump.py",
+        f"""
+        import json, sys
+        request = json.load(sys.stdin)
+        open({str(log)!r}, "w").write(json.dumps(request))
+        print(json.dumps({{"latency_s": [1.0], "valid": [True]}}))
+        """,
+    )
+    heads = {"chip": ["host", "npu0", "npu1"]}
+    target = ExternalModel([PY, dump], heads=heads, env={"UNUSED": "1"}).bind(tiny_workload())
+    target.measure(np.array([[[0], [1], [2], [1]]]))
+    request = json.loads(log.read_text())
+    assert request["protocol"] == "egrl-external/1" and request["request"] == "evaluate"
+    assert request["heads"] == heads and request["maps"] == [[[0], [1], [2], [1]]]
+    assert request["workload"]["node_names"] == ["c1", "c2", "add", "fc"]
+    assert os.path.exists(request["workload"]["path"])
