@@ -1,0 +1,117 @@
+"""The gymnasium wrapper, on the external model's example chip and a tiny workload."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import egrl
+from egrl.gym_env import ENV_ID, MappingEnv, make_gym_env
+from egrl.workloads.ir import Node, Workload
+from hwmodels.external import ExternalModel
+from tests.test_external import CHIP, CHIP_ARGS, PY, tiny_workload
+
+#: unbounded node features are the truth; the checker's hint about them is not an error
+UNBOUNDED = "ignore:.*Box observation space (minimum|maximum) value is"
+
+
+def chip() -> ExternalModel:
+    return ExternalModel([PY, CHIP, *CHIP_ARGS])
+
+
+@pytest.fixture(scope="module")
+def problem() -> egrl.Env:
+    return egrl.make_env(chip(), tiny_workload())
+
+
+@pytest.mark.filterwarnings(UNBOUNDED)
+@pytest.mark.parametrize("observe_edges", [False, True])
+def test_check_env_passes(observe_edges):
+    env = gym.make(ENV_ID, hwmodel=chip(), workload=tiny_workload(), observe_edges=observe_edges)
+    check_env(env.unwrapped)
+
+
+@pytest.mark.filterwarnings(UNBOUNDED)
+def test_check_env_passes_without_edges_in_the_graph():
+    lone = Workload("lone", [Node("fc", "linear", [], [], (1, 10), weight_bytes=640, macs=640)])
+    env = gym.make(ENV_ID, hwmodel=chip(), workload=lone, observe_edges=True).unwrapped
+    assert env.observation_space["edge_index"].shape == (2, 0)
+    check_env(env)
+
+
+def test_spaces_follow_the_problem(problem):
+    env = MappingEnv(problem)
+    assert env.observation_space.shape == (4, 19) and env.observation_space.dtype == np.float32
+    np.testing.assert_array_equal(env.action_space.nvec, np.full((4, 2), 3))
+    obs, info = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, problem.graph.x.numpy())
+    assert info == {}
+    edges = MappingEnv(problem, observe_edges=True).reset()[0]["edge_index"]
+    np.testing.assert_array_equal(edges, problem.workload.edge_index)
+
+
+def test_step_is_one_evaluation(problem):
+    env = MappingEnv(problem)
+    before = problem.num_evaluations
+    env.reset()
+    obs, reward, terminated, truncated, info = env.step(problem.baseline_mapping)
+    assert (terminated, truncated) == (True, False)
+    assert problem.num_evaluations == before + 1
+    assert reward == pytest.approx(1.0) and info["speedup"] == pytest.approx(1.0)
+    assert info["valid"] and info["reassigned_ratio"] == 0.0
+    assert info["latency_s"] == pytest.approx(problem.baseline_latency_s)
+    np.testing.assert_array_equal(info["rectified"], problem.baseline_mapping)
+
+    env.reset()
+    _, reward, _, _, info = env.step(np.full((4, 2), 2))  # all SRAM overflows the chip
+    assert not info["valid"] and info["latency_s"] is None and info["speedup"] == 0.0
+    assert reward == pytest.approx(-info["reassigned_ratio"]) and reward < 0
+
+
+def test_make_gym_env_passes_env_options():
+    env = make_gym_env(chip(), tiny_workload(), invalid_reward_scale=2.0)
+    env.reset()
+    _, reward, _, _, info = env.step(np.full((4, 2), 2))
+    assert reward == pytest.approx(-2.0 * info["reassigned_ratio"])
+
+
+def test_episode_must_be_reset(problem):
+    env = MappingEnv(problem)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(np.zeros((4, 2), dtype=np.int64))
+    env.reset()
+    env.step(np.zeros((4, 2), dtype=np.int64))
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(np.zeros((4, 2), dtype=np.int64))
+
+
+def test_bad_action_is_named(problem):
+    env = MappingEnv(problem)
+    env.reset()
+    with pytest.raises(ValueError, match=r"maps must have shape \[B, 4, 2\]"):
+        env.step(np.zeros((3, 2), dtype=np.int64))
+
+
+def rollouts(env: MappingEnv, seed: int, episodes: int) -> list[tuple]:
+    """A random agent: ``episodes`` one-step episodes, actions from the seeded space."""
+    env.action_space.seed(seed)
+    out = []
+    for episode in range(episodes):
+        env.reset(seed=seed + episode)
+        action = env.action_space.sample()
+        _, reward, terminated, _, info = env.step(action)
+        assert terminated
+        out.append((action.tolist(), reward, info["valid"]))
+    return out
+
+
+def test_random_agent_is_reproducible(problem):
+    a = rollouts(MappingEnv(problem), seed=3, episodes=6)
+    b = rollouts(MappingEnv(problem), seed=3, episodes=6)
+    c = rollouts(MappingEnv(problem), seed=4, episodes=6)
+    assert a == b
+    assert [x[0] for x in a] != [x[0] for x in c]
+    for _, reward, valid in a:
+        assert (reward > 0) == valid
