@@ -272,6 +272,60 @@ def test_constant_node_weight_is_a_parameter():
     assert _by_name(translate(model))["y"].params == {"w": 64}
 
 
+def test_static_operands_parameters_or_constants():
+    """Layer scale and class token are parameters; clip bounds and a mask are constants."""
+    n = helper.make_node
+    nodes = [
+        n("Mul", ["x", "gamma"], ["scaled"], name="layer_scale"),
+        n("Clip", ["scaled", "lo", "hi"], ["clipped"], name="clip"),
+        n("Where", ["mask", "clipped", "fill"], ["masked"], name="mask"),
+        n("Concat", ["cls", "masked"], ["tokens"], name="prepend_cls", axis=1),
+    ]
+    inits = [
+        _init("gamma", (16,)),
+        _init("lo", (), value=0.0),
+        _init("hi", (), value=6.0),
+        _init("mask", (1, 4, 16), np.bool_),
+        _init("fill", (), value=-1.0),
+        _init("cls", (1, 1, 16)),
+    ]
+    model = _model(nodes, [_vi("x", [1, 4, 16])], [_vi("tokens", None)], inits)
+    ops = _by_name(translate(model))
+    assert ops["scaled"].params == {"gamma": 16}
+    assert ops["clipped"].params == {} and ops["clipped"].inputs == ["scaled"]
+    assert ops["masked"].params == {}  # condition is meta, the fill value a scalar immediate
+    assert ops["tokens"].kind == "layout" and ops["tokens"].params == {"cls": 16}
+    assert ops["tokens"].output_shape == (1, 5, 16)
+
+
+def test_conv_transpose_and_gemm_trans_a():
+    n = helper.make_node
+    nodes = [
+        n("ConvTranspose", ["x", "w"], ["up"], name="up", strides=[2, 2], kernel_shape=[2, 2]),
+        n("Flatten", ["up"], ["flat"], name="flat"),
+        n("Transpose", ["flat"], ["flat_t"], name="t", perm=[1, 0]),
+        n("Gemm", ["flat_t", "fc_w"], ["y"], name="fc", transA=1),
+    ]
+    inits = [_init("w", (4, 2, 2, 2)), _init("fc_w", (2 * 8 * 8, 5))]
+    model = _model(nodes, [_vi("x", [1, 4, 4, 4])], [_vi("y", None)], inits)
+    ops = _by_name(translate(model))
+    assert ops["up"].output_shape == (1, 2, 8, 8)
+    assert ops["up"].macs == 4 * 4 * 4 * 2 * 2 * 2  # every input element x (M/g) x k x k
+    assert ops["up"].params == {"w": 32}
+    assert ops["y"].macs == 5 * 128 and ops["y"].kind == "linear"
+
+
+@pytest.mark.parametrize("threshold", [0, 1024])
+def test_external_weight_data_is_not_needed(tmp_path, threshold):
+    path = tmp_path / "external.onnx"
+    onnx.save(cnn(), path, save_as_external_data=True, location="w.bin", size_threshold=threshold)
+    if threshold:  # only w2 (2304 bytes) is external: drop it, its dims are enough
+        (tmp_path / "w.bin").unlink()
+    raw = translate(*_load(path))  # with threshold 0 the int64 reshape shape is external too
+    assert sum(_all_params(raw).values()) == CNN_PARAMS
+    assert _by_name(raw)["flat"].output_shape == (1, 8)
+
+
 def test_nodes_out_of_order_are_sorted():
     shuffled = cnn()
     nodes = list(shuffled.graph.node)
@@ -354,3 +408,124 @@ def test_secondary_output_consumer_is_an_error():
     ]
     with pytest.raises(WorkloadError, match="secondary output"):
         translate(_model(nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None)]))
+
+
+# --------------------------------------------------------------------- end to end
+@needs_fusion
+def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
+    from egrl.workloads import from_onnx
+
+    path = tmp_path / "tiny_cnn.onnx"
+    onnx.save(cnn(), path)
+    w = from_onnx(path)
+    assert w.name == "tiny_cnn" and w.meta["source"] == str(path)
+    assert w.op_types == ["conv", "conv", "pool", "linear"]
+    assert w.total_weight_bytes == CNN_PARAMS
+    assert w.nodes[1].fused == ["c2", "n2", "s", "r2"]  # bn, residual add and relu fold in
+    assert w.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+    assert from_onnx(path, name="other", dtype_bytes=2).total_weight_bytes == 2 * CNN_PARAMS
+
+
+@needs_fusion
+def test_transformer_block_end_to_end():
+    from egrl.workloads import from_onnx
+
+    w = from_onnx(transformer_block())
+    assert w.op_types.count("linear") == 4 and w.op_types.count("matmul") == 2
+    assert w.op_types.count("softmax") == 1 and w.op_types.count("norm") == 1
+    assert w.total_weight_bytes == 2 * 16 + 4 * (16 * 16 + 16)
+    assert w.features.shape == (w.num_nodes, 19)
+
+
+@needs_fusion
+def test_graph_of_views_only_is_empty():
+    from egrl.workloads import from_onnx
+
+    node = helper.make_node("Identity", ["x"], ["y"], name="noop")
+    with pytest.raises(WorkloadError, match="empty"):
+        from_onnx(_model([node], [_vi("x", [1, 4])], [_vi("y", [1, 4])]))
+
+
+# ------------------------------------------------------------ torch.onnx.export
+def _torch_modules():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class TinyCNN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x):
+            h = torch.relu(self.c1(x))
+            h = torch.relu(self.c2(h) + h)
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1))
+
+    class TinyBlock(nn.Module):
+        def __init__(self, d: int = 16, heads: int = 2) -> None:
+            super().__init__()
+            self.ln, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.heads = heads
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (
+                z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                for z in self.qkv(self.ln(x)).split(d, dim=-1)
+            )
+            att = torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1)
+            return x + self.o((att @ v).transpose(1, 2).reshape(b, t, d))
+
+    gen = torch.Generator().manual_seed(0)
+    cases = [(TinyCNN(), torch.randn(1, 3, 16, 16, generator=gen))]
+    cases.append((TinyBlock(), torch.randn(1, 8, 16, generator=gen)))
+    for module, _ in cases:
+        with torch.no_grad():  # distinct values: the exporter merges equal initializers
+            for p in module.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen))
+        module.eval()
+    return torch, cases
+
+
+def _export(torch, module, example, path) -> None:
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, (example,), str(path), dynamo=False, opset_version=17)
+    except (ImportError, ModuleNotFoundError) as exc:
+        pytest.skip(f"torch.onnx.export needs a missing package: {exc}")
+
+
+@needs_fusion
+def test_torch_export_weights_equal_module_parameters(tmp_path):
+    from egrl.workloads import from_onnx
+
+    torch, cases = _torch_modules()
+    attention = ["norm", "linear", "layout", "layout", "layout", "matmul", "softmax", "matmul"]
+    expected_types = [["conv", "conv", "pool", "linear"], [*attention, "layout", "linear"]]
+    for (module, example), types in zip(cases, expected_types):
+        path = tmp_path / f"{type(module).__name__}.onnx"
+        _export(torch, module, example, path)
+        w = from_onnx(path)
+        assert w.total_weight_bytes == sum(p.numel() for p in module.parameters())
+        assert w.op_types == types
+
+
+@needs_fusion
+@pytest.mark.skipif(
+    importlib.util.find_spec("egrl.workloads.torch_import") is None,
+    reason="egrl.workloads.torch_import not available",
+)
+def test_from_onnx_agrees_with_from_torch(tmp_path):
+    from egrl.workloads import from_onnx, from_torch
+
+    torch, cases = _torch_modules()
+    for module, example in cases:
+        path = tmp_path / f"{type(module).__name__}.onnx"
+        _export(torch, module, example, path)
+        w_onnx, w_torch = from_onnx(path), from_torch(module, (example,))
+        assert w_onnx.num_nodes == w_torch.num_nodes, (w_onnx.op_types, w_torch.op_types)
+        assert w_onnx.total_weight_bytes == w_torch.total_weight_bytes

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, external_data_helper, helper
 
 from egrl.workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from egrl.workloads.ir import TensorInfo, Workload
@@ -45,6 +45,8 @@ _FIX_HINT = (
     "run ONNX shape inference (onnx.shape_inference.infer_shapes) or export the model with "
     "static shapes (torch.onnx.export without dynamic_axes)"
 )
+#: Integer initializer types whose values shape inference may need.
+_INDEX_TYPES = (TensorProto.INT64, TensorProto.INT32)
 #: Bytes per element of the integer / low-precision types a quantised model stores.
 _QUANT_BYTES = {
     getattr(TensorProto, t): b
@@ -117,11 +119,31 @@ def load_model(path: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str
         return copy, f"<ONNX model {_graph_name(path)!r}>"
     source = str(path)
     try:
-        return onnx.load(source, load_external_data=False), source
+        model = onnx.load(source, load_external_data=False)
     except FileNotFoundError:
         raise
     except Exception as exc:  # protobuf decode errors have no common public base class
         raise WorkloadError(f"{source}: not a readable ONNX model ({exc})") from exc
+    _load_index_tensors(model, Path(source).parent, source)
+    return model, source
+
+
+def _load_index_tensors(model: onnx.ModelProto, base_dir: Path, source: str) -> None:
+    """Read the external data of integer initializers only (shapes, axes, indices).
+
+    Shape inference needs their values; weights stay on disk, only their dims are read.
+    """
+    for tensor in model.graph.initializer:
+        if tensor.data_type in _INDEX_TYPES and external_data_helper.uses_external_data(tensor):
+            try:
+                external_data_helper.load_external_data_for_tensor(tensor, str(base_dir))
+            except OSError as exc:
+                raise WorkloadError(
+                    f"{source}: cannot read the external data of initializer {tensor.name!r} "
+                    f"({exc})"
+                ) from exc
+            tensor.data_location = TensorProto.DEFAULT
+            del tensor.external_data[:]
 
 
 def translate(
