@@ -166,10 +166,9 @@ def answer(request: dict, args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    request = json.load(sys.stdin)
     try:
-        reply = answer(request, args)
-    except (ValueError, KeyError) as exc:
+        reply = answer(json.load(sys.stdin), args)
+    except (ValueError, KeyError, OSError) as exc:
         json.dump({"error": str(exc)}, sys.stdout)
         return 2
     json.dump(reply, sys.stdout)
