@@ -1,0 +1,144 @@
+"""Graph plumbing shared by the actor and the critic.
+
+Decision graphs arrive directed (producer -> consumer). Inside the GNNs they are read
+as undirected with one self-loop per node; :class:`EdgeCache` keeps that conversion for
+the last few graphs so repeated calls on the same graph (the trainer calls a policy many
+times per generation on one workload) do not redo it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv, GATv2Conv
+from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
+
+
+@dataclass
+class GraphInput:
+    """A decision graph (or a disjoint union of them) as the policies read it.
+
+    Attributes:
+        x: float ``[N, F]`` node features.
+        edge_index: long ``[2, E]`` producer -> consumer edges.
+        batch: long ``[N]`` graph id of each node (all zeros for one graph).
+        num_graphs: ``G``, the number of graphs.
+    """
+
+    x: Tensor
+    edge_index: Tensor
+    batch: Tensor
+    num_graphs: int
+
+
+def check_graph(x: Tensor, edge_index: Tensor, in_dim: int, where: str) -> None:
+    """Raise a ``ValueError`` naming the problem if ``x``/``edge_index`` are malformed."""
+    if x.dim() != 2 or x.size(1) != in_dim:
+        raise ValueError(f"{where}: node features must be [N, {in_dim}], got {list(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"{where}: node features must be floating point, got {x.dtype}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"{where}: edge_index must be [2, E], got {list(edge_index.shape)}")
+    if edge_index.dtype != torch.long:
+        raise ValueError(f"{where}: edge_index must be int64, got {edge_index.dtype}")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= x.size(0)):
+        bad = int(((edge_index < 0) | (edge_index >= x.size(0))).any(dim=0).nonzero()[0])
+        raise ValueError(
+            f"{where}: edge {bad} ({edge_index[0, bad].item()} -> {edge_index[1, bad].item()}) "
+            f"points outside the {x.size(0)} nodes"
+        )
+
+
+def graph_input(x: Tensor, edge_index: Tensor, batch: Tensor | None) -> GraphInput:
+    """Bundle a graph; ``batch=None`` means one graph."""
+    if batch is None:
+        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        num_graphs = 1
+    else:
+        if batch.shape != (x.size(0),):
+            raise ValueError(f"batch must be [N={x.size(0)}], got {list(batch.shape)}")
+        num_graphs = int(batch.max()) + 1 if batch.numel() else 1
+    return GraphInput(x=x, edge_index=edge_index, batch=batch, num_graphs=num_graphs)
+
+
+def undirected_with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Both directions of every edge plus exactly one self-loop per node: long ``[2, E']``."""
+    edges = to_undirected(edge_index, num_nodes=num_nodes)
+    edges, _ = remove_self_loops(edges)
+    edges, _ = add_self_loops(edges, num_nodes=num_nodes)
+    return edges
+
+
+def square_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Sparsity pattern of ``A @ A`` (Gao & Ji's connectivity augmentation): long ``[2, E2]``.
+
+    ``edge_index`` must already hold a self-loop per node, so the result keeps every
+    original edge and adds the 2-hop ones. Vectorized join of edges ``i->j`` with ``j->k``.
+    """
+    edges = coalesce(edge_index, num_nodes=num_nodes)  # sorted by source
+    src, dst = edges
+    degree = torch.bincount(src, minlength=num_nodes)
+    start = torch.cumsum(degree, 0) - degree
+    reps = degree[dst]  # edge i->j continues along every edge leaving j
+    first = torch.repeat_interleave(src, reps)
+    offset = torch.arange(int(reps.sum()), device=edges.device)
+    offset = offset - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
+    last = dst[torch.repeat_interleave(start[dst], reps) + offset]
+    return coalesce(torch.stack([first, last]), num_nodes=num_nodes)
+
+
+def fold_copies(edge_index: Tensor, batch: Tensor, num_nodes: int, num_graphs: int, copies: int):
+    """Disjoint union of ``copies`` copies of a (batched) graph.
+
+    Returns ``(edge_index [2, copies*E], batch [copies*N])``: copy ``s`` holds nodes
+    ``s*N .. s*N+N-1`` and graphs ``s*G .. s*G+G-1``.
+    """
+    shift = torch.arange(copies, device=edge_index.device)
+    edges = (edge_index[:, None, :] + (shift * num_nodes)[None, :, None]).reshape(2, -1)
+    folded_batch = (batch[None, :] + (shift * num_graphs)[:, None]).reshape(-1)
+    return edges, folded_batch
+
+
+class EdgeCache:
+    """Remembers :func:`undirected_with_self_loops` for the last ``size`` edge tensors.
+
+    An entry is reused only for the very same tensor object at the same version (the
+    cache holds a reference, so its storage cannot be recycled for another graph).
+    """
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._entries: list[tuple[Tensor, int, int, Tensor]] = []
+
+    def __call__(self, edge_index: Tensor, num_nodes: int) -> Tensor:
+        for key, version, nodes, value in self._entries:
+            if key is edge_index and version == edge_index._version and nodes == num_nodes:
+                return value
+        value = undirected_with_self_loops(edge_index, num_nodes)
+        self._entries = [(edge_index, edge_index._version, num_nodes, value)] + self._entries
+        del self._entries[self.size :]
+        return value
+
+    def __deepcopy__(self, memo) -> EdgeCache:
+        return EdgeCache(self.size)
+
+
+ATTENTION = {"gatv2": GATv2Conv, "gat": GATConv}
+
+
+def attention_conv(kind: str, hidden: int, heads: int) -> nn.Module:
+    """A ``hidden -> hidden`` multi-head attention convolution.
+
+    The ``heads`` heads each produce ``hidden // heads`` channels and are concatenated back
+    to ``hidden`` (the Transformer split), so the per-edge work is ``hidden`` floats instead
+    of ``heads * hidden``. ``kind`` is ``"gatv2"`` (Brody et al.'s dynamic attention, the
+    default) or ``"gat"`` (Velickovic et al.; cheaper scores). Every edge set the networks
+    hand it already holds one self-loop per node.
+    """
+    if kind not in ATTENTION:
+        raise ValueError(f"unknown attention {kind!r}; expected one of {sorted(ATTENTION)}")
+    if heads < 1 or hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be a positive multiple of heads ({heads})")
+    return ATTENTION[kind](hidden, hidden // heads, heads=heads, concat=True, add_self_loops=False)

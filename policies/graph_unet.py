@@ -1,0 +1,147 @@
+"""The Graph U-Net actor (Gao & Ji 2019, as used by EGRL section 3 and Table 2).
+
+Shapes for a graph (or a batch of graphs) of ``N`` nodes with ``F`` features, ``H``
+decision heads and ``C = max(num_choices)``::
+
+    x [N, F] --Linear+ELU--> [N, hidden] --GATv2--> level 0
+    level i (i = 1..depth): A <- A^2 pattern, gPool (TopK, keep ceil(ratio * n) nodes per graph),
+                            GATv2 on the pooled graph
+    decoder j = depth-1..0: gUnpool (scatter back to the kept indices, zeros elsewhere),
+                            add the level-j skip, GATv2 on the level-j graph
+    [N, hidden] --Linear+ELU--> [N, out] --one Linear per head--> logits [N, H, C]
+
+Every attention convolution is ``GATv2Conv(hidden, hidden // heads, heads, concat=True)``:
+``heads`` attention heads of ``hidden // heads`` channels concatenated back to ``hidden``
+(``attention="gat"`` swaps in the cheaper ``GATConv``). Logits of choices a head
+does not have are ``-inf``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn import TopKPooling
+
+from policies.categorical import check_num_choices, choice_mask, mask_logits, sample_maps
+from policies.graph_ops import (
+    EdgeCache,
+    attention_conv,
+    check_graph,
+    graph_input,
+    square_adjacency,
+)
+
+
+class GraphUNetActor(nn.Module):
+    """Graph U-Net policy: one categorical per node and decision head.
+
+    Args:
+        in_dim: node feature width ``F``.
+        num_choices: choices per decision head (NNP-I: ``[3, 3]``).
+        hidden: width of every graph convolution (Table 2: 128).
+        out: width of the node embedding before the heads (Table 2: 128).
+        depth: number of pooling levels (Table 2: 4).
+        heads: attention heads per convolution (Table 2: 4).
+        pool_ratio: fraction of nodes each gPool keeps.
+        attention: ``"gatv2"`` or ``"gat"`` (see :func:`attention_conv`).
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        num_choices: Sequence[int],
+        hidden: int = 128,
+        out: int = 128,
+        depth: int = 4,
+        heads: int = 4,
+        pool_ratio: float = 0.5,
+        attention: str = "gatv2",
+    ):
+        super().__init__()
+        if depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        if not 0.0 < pool_ratio <= 1.0:
+            raise ValueError(f"pool_ratio must be in (0, 1], got {pool_ratio}")
+        self.in_dim = in_dim
+        self.num_choices = check_num_choices(num_choices)
+        self.depth = depth
+        self.embed = nn.Linear(in_dim, hidden)
+        self.down = nn.ModuleList(
+            attention_conv(attention, hidden, heads) for _ in range(depth + 1)
+        )
+        self.pools = nn.ModuleList(TopKPooling(hidden, ratio=pool_ratio) for _ in range(depth))
+        self.up = nn.ModuleList(attention_conv(attention, hidden, heads) for _ in range(depth))
+        self.project = nn.Linear(hidden, out)
+        self.heads = nn.ModuleList(nn.Linear(out, c) for c in self.num_choices)
+        self.register_buffer("mask", choice_mask(self.num_choices), persistent=False)
+        self.act_fn = nn.ELU()
+        self._edges = EdgeCache()
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.num_choices)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None) -> Tensor:
+        """Logits float ``[N, H, C]`` for node features ``x [N, F]`` and edges ``[2, E]``.
+
+        ``batch`` (long ``[N]``) separates the graphs of a PyG ``Batch``; pooling keeps
+        a share of every graph.
+        """
+        check_graph(x, edge_index, self.in_dim, type(self).__name__)
+        graph = graph_input(x, edge_index, batch)
+        edges = self._edges(edge_index, x.size(0))
+        batch = graph.batch
+
+        h = self.act_fn(self.down[0](self.act_fn(self.embed(x)), edges))
+        skips, levels, perms = [], [], []
+        for pool, conv in zip(self.pools, self.down[1:]):
+            skips.append(h)
+            levels.append(edges)
+            edges = square_adjacency(edges, h.size(0))
+            h, edges, _, batch, perm, _ = pool(h, edges, batch=batch)
+            h = self.act_fn(conv(h, edges))
+            perms.append(perm)
+        for conv, skip, level, perm in zip(
+            self.up, reversed(skips), reversed(levels), reversed(perms)
+        ):
+            h = skip.index_add(0, perm, h)  # gUnpool + skip connection
+            h = self.act_fn(conv(h, level))
+        h = self.act_fn(self.project(h))
+        width = self.mask.size(1)
+        logits = torch.stack(
+            [nn.functional.pad(head(h), (0, width - head.out_features)) for head in self.heads],
+            dim=1,
+        )
+        return mask_logits(logits, self.mask)
+
+    def _logits(self, data) -> Tensor:
+        return self(data.x, data.edge_index, getattr(data, "batch", None))
+
+    def distribution(self, data) -> Tensor:
+        """Probabilities float ``[N, H, C]`` (0 for missing choices); differentiable."""
+        return torch.softmax(self._logits(data), dim=-1)
+
+    def log_distribution(self, data) -> Tensor:
+        """Log-probabilities float ``[N, H, C]`` (``-inf`` for missing choices)."""
+        return torch.log_softmax(self._logits(data), dim=-1)
+
+    @torch.no_grad()
+    def act(
+        self,
+        data,
+        num_samples: int,
+        generator: torch.Generator | None,
+        greedy: bool = False,
+        noise_std: float = 0.0,
+    ) -> Tensor:
+        """Maps long ``[num_samples, N, H]`` for the graph (or batch) ``data``.
+
+        ``noise_std > 0`` first adds ``N(0, noise_std^2)`` noise to every logit (EGRL's
+        noisy PG rollouts), independently per sample. Then ``greedy`` takes the argmax,
+        otherwise each sample is drawn from the softmax (Gumbel-max). All noise comes from
+        ``generator``, which may be ``None`` only for noise-free greedy maps.
+        """
+        logits = self._logits(data)
+        return sample_maps(logits, num_samples, generator, greedy, noise_std)
