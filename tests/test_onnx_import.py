@@ -326,6 +326,47 @@ def test_external_weight_data_is_not_needed(tmp_path, threshold):
     assert _by_name(raw)["flat"].output_shape == (1, 8)
 
 
+def _exporter_style_positions() -> onnx.ModelProto:
+    """Position ids expanded to a shape computed by Where(Equal(ConstantOfShape ...)) chains,
+    as the legacy torch exporter writes them for transformers models."""
+    n = helper.make_node
+
+    def const(name, value):
+        return n("Constant", [], [name], value=_init(name + "_v", np.shape(value), np.int64, value))
+
+    ones = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    nodes = [
+        const("ids", [list(range(8))]),
+        const("target", [1, 8]),
+        const("rank", [2]),
+        const("minus1", -1),
+        n("ConstantOfShape", ["rank"], ["ones"], value=ones),
+        n("Mul", ["ones", "minus1"], ["neg"]),
+        n("Equal", ["target", "neg"], ["is_neg"]),
+        n("Where", ["is_neg", "ones", "target"], ["shape"]),
+        n("Expand", ["ids", "shape"], ["pos"]),
+        n("Gather", ["pos_table", "pos"], ["pe"], name="position_lookup"),
+        n("Add", ["x", "pe"], ["y"], name="add_positions"),
+    ]
+    inputs = [_vi("x", [1, 8, 16])]
+    return _model(nodes, inputs, [_vi("y", None)], [_init("pos_table", (32, 16))])
+
+
+def test_integer_shape_arithmetic_is_folded_for_shape_inference():
+    from egrl.workloads.onnx_fold import shape_model
+
+    model = _exporter_style_positions()
+    plain = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    pe = next(v for v in plain.graph.value_info if v.name == "pe").type.tensor_type.shape
+    assert not pe.dim[0].HasField("dim_value")  # ONNX data propagation alone stops short
+    folded = shape_model(model)
+    assert "pos" in {t.name for t in folded.graph.initializer}
+    ops = _by_name(translate(model))
+    assert list(ops) == ["y"]  # the whole position branch is static
+    assert ops["y"].output_shape == (1, 8, 16)
+    assert ops["y"].params == {"pos_table": 32 * 16}
+
+
 def test_nodes_out_of_order_are_sorted():
     shuffled = cnn()
     nodes = list(shuffled.graph.node)
@@ -528,4 +569,6 @@ def test_from_onnx_agrees_with_from_torch(tmp_path):
         _export(torch, module, example, path)
         w_onnx, w_torch = from_onnx(path), from_torch(module, (example,))
         assert w_onnx.num_nodes == w_torch.num_nodes, (w_onnx.op_types, w_torch.op_types)
+        assert w_onnx.op_types == w_torch.op_types
         assert w_onnx.total_weight_bytes == w_torch.total_weight_bytes
+        assert w_onnx.macs.tolist() == w_torch.macs.tolist()

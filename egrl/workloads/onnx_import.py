@@ -35,6 +35,7 @@ from onnx import TensorProto, external_data_helper, helper
 
 from egrl.workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from egrl.workloads.ir import TensorInfo, Workload
+from egrl.workloads.onnx_fold import shape_model
 from egrl.workloads.onnx_ops import MULTI_OUTPUT, OP_RULES, QUANT_OPS, OpRule, OpView, numel
 from egrl.workloads.rawgraph import RawOp
 
@@ -149,15 +150,19 @@ def _load_index_tensors(model: onnx.ModelProto, base_dir: Path, source: str) -> 
 def translate(
     model: onnx.ModelProto, source: str = "<ONNX model>", dtype_bytes: int | None = None
 ) -> RawImport:
-    """Check, sort and shape-infer ``model`` (modified in place), then translate it to raw ops."""
+    """Check and sort ``model`` (in place), infer its shapes, and translate it to raw ops.
+
+    Shapes come from ONNX shape inference on a copy whose static integer values are
+    folded (:func:`egrl.workloads.onnx_fold.shape_model`); the ops come from ``model``.
+    """
     graph = model.graph
     check_supported(graph, source)
     sort_nodes(graph, source)
-    inferred = infer_shapes(model, source)
+    inferred = infer_shapes(shape_model(model), source)
     types = _ValueTypes(inferred.graph, source)
     if dtype_bytes is None:
-        dtype_bytes = quantized_bytes(inferred.graph, types) or 1
-    return _Translator(inferred.graph, types, source, int(dtype_bytes)).run(inferred)
+        dtype_bytes = quantized_bytes(graph, types) or 1
+    return _Translator(graph, types, source, int(dtype_bytes)).run(model)
 
 
 def check_supported(graph: onnx.GraphProto, source: str) -> None:

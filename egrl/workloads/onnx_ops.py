@@ -215,7 +215,10 @@ OP_RULES: dict[str, OpRule] = {
     "QLinearMatMul": OpRule("linear", (0, 3), (0, 3), matmul(0), resolve=mm_kind(0, 3)),
     "Gemm": OpRule("linear", (0, 1, 2), (0, 1, 2), gemm, resolve=mm_kind(0, 1)),
     # embedding lookup or slicing
-    "Gather": OpRule("embedding", weights=(0,), cost=per_output(), resolve=gather_kind),
+    **_rules(
+        "Gather GatherElements GatherND",
+        OpRule("embedding", weights=(0,), cost=per_output(), resolve=gather_kind),
+    ),
     # pooling
     **_rules("MaxPool AveragePool LpPool", OpRule("pool", cost=pool)),
     **_rules("GlobalAveragePool GlobalMaxPool GlobalLpPool", OpRule("pool", cost=global_pool)),
