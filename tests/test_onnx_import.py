@@ -56,7 +56,7 @@ def cnn() -> onnx.ModelProto:
     return _model(nodes, [_vi("x", [1, 3, 16, 16])], [_vi("y", [1, 10])], inits)
 
 
-CNN_PARAMS = 8 * 3 * 9 + 8 + 8 * 8 * 9 + 2 * 4 * 8 + 10 * 8 + 10
+CNN_PARAMS = 8 * 3 * 9 + 8 + 8 * 8 * 9 + 2 * 2 * 8 + 10 * 8 + 10  # bn: scale and shift
 
 
 def transformer_block(seq: int = 8, d: int = 16, heads: int = 2) -> onnx.ModelProto:
@@ -137,7 +137,7 @@ def test_parameters_are_weights_and_shape_initializers_are_constants():
     assert sum(params.values()) == CNN_PARAMS == raw.meta["parameters"]
     ops = _by_name(raw)
     assert ops["c1"].params == {"w1": 8 * 27, "b1": 8}
-    assert set(ops["n1"].params) == {f"bn1_{p}" for p in ("scale", "bias", "mean", "var")}
+    assert ops["n1"].params == {"bn1_scale": 8, "bn1_bias": 8}  # running stats are constants
     assert ops["s"].params == {}  # residual add of two activations
 
 
@@ -518,9 +518,29 @@ def _torch_modules():
             att = torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1)
             return x + self.o((att @ v).transpose(1, 2).reshape(b, t, d))
 
+    def tiny_mobile() -> nn.Module:
+        """Stem conv, max pool, depthwise-separable block with batch norms, classifier."""
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2, 1, bias=False),
+            nn.BatchNorm2d(16),
+            nn.Hardswish(),
+            nn.MaxPool2d(3, 2, 1),
+            nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False),
+            nn.BatchNorm2d(16),
+            nn.ReLU6(),
+            nn.Conv2d(16, 32, 1, bias=False),
+            nn.BatchNorm2d(32),
+            nn.Sigmoid(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(0.1),
+            nn.Linear(32, 10),
+        )
+
     gen = torch.Generator().manual_seed(0)
     cases = [(TinyCNN(), torch.randn(1, 3, 16, 16, generator=gen))]
     cases.append((TinyBlock(), torch.randn(1, 8, 16, generator=gen)))
+    cases.append((tiny_mobile(), torch.randn(1, 3, 32, 32, generator=gen)))
     for module, _ in cases:
         with torch.no_grad():  # distinct values: the exporter merges equal initializers
             for p in module.parameters():
@@ -535,7 +555,14 @@ def _export(torch, module, example, path) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(module, (example,), str(path), dynamo=False, opset_version=17)
+            torch.onnx.export(
+                module,
+                (example,),
+                str(path),
+                dynamo=False,
+                opset_version=17,
+                training=torch.onnx.TrainingMode.PRESERVE,  # keep batch norms unfolded
+            )
     except (ImportError, ModuleNotFoundError) as exc:
         pytest.skip(f"torch.onnx.export needs a missing package: {exc}")
 
@@ -546,9 +573,10 @@ def test_torch_export_weights_equal_module_parameters(tmp_path):
 
     torch, cases = _torch_modules()
     attention = ["norm", "linear", "layout", "layout", "layout", "matmul", "softmax", "matmul"]
-    expected_types = [["conv", "conv", "pool", "linear"], [*attention, "layout", "linear"]]
-    for (module, example), types in zip(cases, expected_types):
-        path = tmp_path / f"{type(module).__name__}.onnx"
+    mobile = ["conv", "pool", "conv", "conv", "pool", "linear"]
+    expected_types = [["conv", "conv", "pool", "linear"], [*attention, "layout", "linear"], mobile]
+    for i, ((module, example), types) in enumerate(zip(cases, expected_types, strict=True)):
+        path = tmp_path / f"case{i}.onnx"
         _export(torch, module, example, path)
         w = from_onnx(path)
         assert w.total_weight_bytes == sum(p.numel() for p in module.parameters())
@@ -564,8 +592,8 @@ def test_from_onnx_agrees_with_from_torch(tmp_path):
     from egrl.workloads import from_onnx, from_torch
 
     torch, cases = _torch_modules()
-    for module, example in cases:
-        path = tmp_path / f"{type(module).__name__}.onnx"
+    for i, (module, example) in enumerate(cases):
+        path = tmp_path / f"case{i}.onnx"
         _export(torch, module, example, path)
         w_onnx, w_torch = from_onnx(path), from_torch(module, (example,))
         assert w_onnx.num_nodes == w_torch.num_nodes, (w_onnx.op_types, w_torch.op_types)

@@ -7,11 +7,12 @@ input slots are what:
   value (an initializer, a ``Constant``, or something computed only from those), the
   parameters behind it are traced through it (``Reshape(W)``, ``DequantizeLinear(W_q)``).
 * ``weights`` slots are where a static value is a *parameter* of the op (conv / linear
-  weights and biases, normalisation scales and shifts, batch-norm statistics, the table
-  of an embedding, the bias of an ``Add``), charged with its element count.
+  weights and biases, normalisation scales and shifts, the table of an embedding, the
+  bias of an ``Add``), charged with its element count.
 * every other slot is *meta*: shapes, axes, pads, clip bounds, quantisation scales and
-  zero points, gather indices, ``Where`` conditions. A static value there is a constant,
-  never a weight (an int64 ``Reshape`` shape initializer costs nothing).
+  zero points, gather indices, ``Where`` conditions, batch-norm running statistics. A
+  static value there is a constant, never a weight (an int64 ``Reshape`` shape
+  initializer costs nothing).
 
 ``immediates`` marks elementwise arithmetic, where a one-element static operand
 (``x / 8.0``, ``x + 1``) is an immediate of the instruction, not a weight tensor.
@@ -225,8 +226,9 @@ OP_RULES: dict[str, OpRule] = {
     # normalisation: 5 ops per element (sum, square sum, normalise, scale, shift)
     **_rules("LayerNormalization InstanceNormalization GroupNormalization", _NORM),
     **_rules("LpNormalization MeanVarianceNormalization", OpRule("norm", cost=per_output(5))),
-    # inference batch-norm is a per-channel scale and shift
-    "BatchNormalization": OpRule("eltwise", weights=(1, 2, 3, 4), cost=per_output(2)),
+    # inference batch-norm is a per-channel scale and shift; the running statistics fold
+    # into them at compile time (from_torch charges the parameters, not the buffers)
+    "BatchNormalization": OpRule("eltwise", weights=(1, 2), cost=per_output(2)),
     # softmax: 3 ops per element (exp, sum, divide)
     **_rules("Softmax LogSoftmax", OpRule("softmax", cost=per_output(3))),
     **_rules(
@@ -237,11 +239,12 @@ OP_RULES: dict[str, OpRule] = {
     # new layouts (materialised copies)
     "Concat": OpRule("layout", data=ALL, weights=ALL, cost=per_output()),
     **_rules("Transpose Pad Tile Resize Upsample DepthToSpace SpaceToDepth", _LAYOUT),
+    "ScatterND": OpRule("layout", data=(0, 2), weights=(0, 2), cost=per_output()),
     # unary elementwise
     **_rules(
         "Relu Sigmoid Tanh Gelu Erf HardSwish HardSigmoid LeakyRelu Elu Selu Celu Softplus "
         "Softsign Mish Abs Log Sqrt Reciprocal Neg Exp Floor Ceil Round Sign Sin Cos Not "
-        "IsNaN IsInf Clip",
+        "IsNaN IsInf Clip Trilu CumSum",
         _ELTWISE,
     ),
     "PRelu": OpRule("eltwise", data=(0, 1), weights=(1,), cost=per_output()),
