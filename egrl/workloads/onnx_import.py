@@ -178,7 +178,7 @@ def sort_nodes(graph: onnx.GraphProto, source: str) -> None:
     """Put the nodes in topological order (stable: file order where it is already valid).
 
     Raises:
-        WorkloadError: a value produced twice, or a cycle (naming nodes on it).
+        WorkloadError: a value produced twice, or a cycle (naming the nodes it blocks).
     """
     producer: dict[str, int] = {}
     for i, node in enumerate(graph.node):
@@ -208,9 +208,10 @@ def sort_nodes(graph: onnx.GraphProto, source: str) -> None:
                 heapq.heappush(ready, j)
     if len(order) < len(graph.node):
         stuck = [_label(graph.node[i]) for i in range(len(graph.node)) if waiting[i] > 0]
+        more = f" and {len(stuck) - 5} more" if len(stuck) > 5 else ""
         raise WorkloadError(
-            f"{source}: the graph has a cycle through {', '.join(stuck[:5])}"
-            + (f" and {len(stuck) - 5} more" if len(stuck) > 5 else "")
+            f"{source}: the graph has a cycle; nodes on it or behind it: "
+            f"{', '.join(stuck[:5])}{more}"
         )
     if order != sorted(order):
         log.info("%s: nodes reordered into topological order", source)
