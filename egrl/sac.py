@@ -1,0 +1,471 @@
+"""Discrete soft actor-critic for whole-graph maps (EGRL Algorithm 2 lines 25-30, Appendix D).
+
+The learner's state is the workload's decision graph ``s`` (PyG ``Data``), its action is a
+whole map ``a`` (one choice per decision unit and head, ``[N, H]``), and in EGRL every
+episode is that single step (Table 2). The actor scores every choice of every unit
+(logits ``[N, H, C]``, ``-inf`` beyond a head's choices); the twin-Q critic reads the
+graph together with an action given as a dense ``[N, H, C]`` tensor: a one-hot map, a
+noisy one-hot map, or the actor's probabilities.
+
+One :meth:`SACDiscrete.update` on a minibatch of ``B`` transitions ``(a_i, r_i, d_i)``:
+
+1. Bellman target (the next state ``s'`` is the decision graph again)::
+
+       a'  = pi'(. | s')                                   probabilities [N, H, C]
+       H'  = mean over units and heads of -sum_c pi' log pi'
+       y_i = k * (r_i + shift) + gamma * (1 - d_i) * (min_j Q'_j(s', a') + alpha * H')
+
+   With one-step episodes every ``d_i = 1`` and ``y_i = k * (r_i + shift)``; the general
+   form is kept so that stored ``done = False`` transitions bootstrap.
+2. Critic: ``L_Q = mean_i (Q_1(s, a~_i) - y_i)^2 + mean_i (Q_2(s, a~_i) - y_i)^2`` with the
+   noisy one-hot behaviour action ``a~ = clamp(onehot(a) + clip(eps, -c, c), 0, 1)``,
+   ``eps ~ N(0, sigma^2)`` on the real choices only (Appendix D).
+3. Actor ("sampled policy gradient"): the actor's probabilities ``p = pi(. | s)`` go
+   through the critic as the action: ``L_pi = -min_j Q_j(s, p) - alpha * H(p)``.
+4. Optional temperature tuning: ``L_alpha = log(alpha) * (H(p) - H_target)``.
+5. Soft target updates ``theta' <- tau theta + (1 - tau) theta'`` for the critic and, as
+   Algorithm 2 line 30 writes, for the actor whose copy ``pi'`` picks ``a'`` in step 1.
+
+Every random draw (the Bellman noise) comes from the learner's own ``torch.Generator``,
+seeded at construction; modules built by :meth:`SACDiscrete.build` are initialised under
+``torch.random.fork_rng`` with a seed, so the global random state is never consumed.
+docs/learner.md gives the equations, the defaults and where each comes from.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ACTOR_ACTIONS = ("probs", "argmax_probs")
+
+
+@dataclass
+class SACConfig:
+    """Hyperparameters of :class:`SACDiscrete` (defaults: EGRL Table 2 and Appendix D).
+
+    Attributes:
+        gamma: discount (Table 2: 0.99).
+        lr_actor: actor Adam learning rate (Table 2: 1e-3).
+        lr_critic: critic Adam learning rate (Table 2: 1e-3).
+        alpha: entropy coefficient (Table 2: 0.05); the initial value when tuned.
+        autotune_alpha: learn ``alpha`` towards ``target_entropy_ratio`` (off in EGRL).
+        target_entropy_ratio: target entropy as a fraction of the uniform policy's.
+        lr_alpha: Adam learning rate of ``log(alpha)`` when tuned.
+        tau: soft target update rate (Table 2: 1e-3).
+        reward_scale: multiplier ``k`` of rewards in the Bellman target (Table 2: 5).
+        reward_shift: added to rewards before scaling (0 in the paper).
+        batch_size: transitions per update (Table 2: 24).
+        action_noise_std: ``sigma`` of the Bellman one-hot smoothing noise.
+        action_noise_clip: ``c``: the noise is clipped to ``[-c, c]``.
+        clamp_noisy_action: also clamp the noisy one-hot to ``[0, 1]``.
+        noise_std: std of the Gaussian noise on the logits of noisy rollouts.
+        actor_action: what the critic reads in the actor loss: ``"probs"`` (the
+            probabilities) or ``"argmax_probs"`` (the probability of the most likely choice
+            in its slot, zeros elsewhere).
+        target_actor: keep a soft-updated actor copy for ``a'`` (Algorithm 2 line 30);
+            ``False`` takes ``a'`` from the online actor.
+        grad_clip_norm: clip each network's gradient to this norm (``None``: no clipping).
+    """
+
+    gamma: float = 0.99
+    lr_actor: float = 1e-3
+    lr_critic: float = 1e-3
+    alpha: float = 0.05
+    autotune_alpha: bool = False
+    target_entropy_ratio: float = 0.5
+    lr_alpha: float = 1e-3
+    tau: float = 1e-3
+    reward_scale: float = 5.0
+    reward_shift: float = 0.0
+    batch_size: int = 24
+    action_noise_std: float = 0.2
+    action_noise_clip: float = 0.5
+    clamp_noisy_action: bool = True
+    noise_std: float = 1.0
+    actor_action: str = "probs"
+    target_actor: bool = True
+    grad_clip_norm: float | None = 5.0
+
+    def __post_init__(self) -> None:
+        if self.actor_action not in ACTOR_ACTIONS:
+            raise ValueError(
+                f"actor_action must be one of {ACTOR_ACTIONS}, got {self.actor_action!r}"
+            )
+        if not 0.0 <= self.tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1], got {self.tau}")
+        if self.alpha <= 0.0 and self.autotune_alpha:
+            raise ValueError("alpha must be > 0 when autotune_alpha is on (log(alpha) is learned)")
+        for name in ("action_noise_std", "action_noise_clip", "noise_std", "alpha"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> SACConfig:
+        """Build from a mapping, ignoring keys that are not fields (e.g. a Hydra group)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+# ------------------------------------------------------------------ math helpers
+def choice_mask(num_choices: Sequence[int], device: torch.device | str | None = None) -> Tensor:
+    """Bool ``[H, C]``: True where choice ``c`` exists for head ``h``."""
+    counts = torch.as_tensor([int(c) for c in num_choices], device=device)
+    if counts.numel() == 0 or bool((counts < 1).any()):
+        raise ValueError(f"num_choices needs one count >= 1 per head, got {list(num_choices)}")
+    return torch.arange(int(counts.max()), device=device) < counts[:, None]
+
+
+def masked_log_probs(logits: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Probabilities and log-probabilities of ``logits [..., H, C]`` over real choices.
+
+    Missing choices (``~mask``, ``[H, C]``) get probability 0 and log-probability 0 (not
+    ``-inf``), so that ``p * log p`` and its gradient stay finite.
+    """
+    logits = logits.masked_fill(~mask, float("-inf"))
+    log_p = F.log_softmax(logits, dim=-1)
+    return log_p.exp().masked_fill(~mask, 0.0), log_p.masked_fill(~mask, 0.0)
+
+
+def decision_entropy(probs: Tensor, log_probs: Tensor) -> Tensor:
+    """Entropy ``-sum_c p log p`` of every decision, averaged over units and heads: scalar.
+
+    ``probs``/``log_probs`` ``[N, H, C]`` as :func:`masked_log_probs` returns them.
+    """
+    return -(probs * log_probs).sum(dim=-1).mean()
+
+
+def uniform_entropy(num_choices: Sequence[int]) -> float:
+    """Entropy of the uniform policy under :func:`decision_entropy`: mean of ``log C_h``."""
+    return float(np.mean(np.log(np.asarray(num_choices, dtype=np.float64))))
+
+
+def noisy_one_hot(
+    actions: Tensor,
+    mask: Tensor,
+    std: float,
+    clip: float,
+    generator: torch.Generator,
+    clamp: bool = True,
+) -> Tensor:
+    """Appendix D's smoothed behaviour action: ``onehot(a) + clip(eps, -c, c)``.
+
+    Args:
+        actions: long ``[B, N, H]``.
+        mask: bool ``[H, C]`` of real choices; missing choices stay exactly 0.
+        std: ``sigma`` of ``eps ~ N(0, sigma^2)``.
+        clip: ``c``.
+        generator: source of ``eps``.
+        clamp: clamp the result to ``[0, 1]``.
+
+    Returns:
+        float32 ``[B, N, H, C]``.
+    """
+    one_hot = F.one_hot(actions, num_classes=mask.shape[-1]).to(torch.float32)
+    eps = torch.randn(one_hot.shape, generator=generator, device=one_hot.device)
+    noisy = one_hot + (std * eps).clamp(-clip, clip)
+    if clamp:
+        noisy = noisy.clamp(0.0, 1.0)
+    return noisy * mask
+
+
+def policy_action(probs: Tensor, mode: str) -> Tensor:
+    """The differentiable action the actor loss feeds to the critic, ``[N, H, C]``.
+
+    ``"probs"``: the probabilities themselves. ``"argmax_probs"``: each decision's largest
+    probability in its slot and zeros elsewhere (the gradient reaches only that entry).
+    """
+    if mode == "probs":
+        return probs
+    if mode == "argmax_probs":
+        top = F.one_hot(probs.argmax(dim=-1), num_classes=probs.shape[-1]).to(probs.dtype)
+        return probs * top
+    raise ValueError(f"unknown actor_action {mode!r}; expected one of {ACTOR_ACTIONS}")
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """``theta' <- tau * theta + (1 - tau) * theta'`` for parameters; buffers are copied."""
+    for t, s in zip(target.parameters(), source.parameters(), strict=True):
+        t.lerp_(s, tau)
+    for t, s in zip(target.buffers(), source.buffers(), strict=True):
+        t.copy_(s)
+
+
+@contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """Stop gradients into ``module``'s parameters (they still flow through it)."""
+    flags = [p.requires_grad for p in module.parameters()]
+    module.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(module.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+
+
+def _clip(module: nn.Module, max_norm: float | None) -> float:
+    """Clip ``module``'s gradient norm (when ``max_norm`` is set); return the norm before."""
+    norm = nn.utils.clip_grad_norm_(module.parameters(), math.inf if max_norm is None else max_norm)
+    return float(norm)
+
+
+def _on_device(graph, device: torch.device):
+    """``graph`` on ``device`` without moving the caller's object (PyG ``to`` is in place)."""
+    return graph if graph.x.device == device else graph.clone().to(device)
+
+
+# ---------------------------------------------------------------------- learner
+class SACDiscrete:
+    """EGRL's policy-gradient learner: a graph actor, a twin-Q critic and their targets.
+
+    Args:
+        actor: module with ``forward(x, edge_index, batch=None) -> logits [N, H, C]`` and
+            ``act(data, num_samples, generator, greedy, noise_std) -> long [S, N, H]``.
+        critic: module with ``forward(x, edge_index, actions, batch=None) -> (q1, q2)``,
+            ``actions`` float ``[S, N, H, C]`` giving ``q`` of shape ``[S]``.
+        num_choices: choices of each head (``len(env.heads[h])``).
+        config: hyperparameters.
+        device: where the networks live ("cpu" or "cuda").
+        seed: seed of the learner's generator (the Bellman smoothing noise).
+    """
+
+    def __init__(
+        self,
+        actor: nn.Module,
+        critic: nn.Module,
+        num_choices: Sequence[int],
+        config: SACConfig | None = None,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ):
+        self.config = config or SACConfig()
+        self.device = torch.device(device)
+        self.num_choices = [int(c) for c in num_choices]
+        self.mask = choice_mask(self.num_choices, self.device)
+        self.actor = actor.to(self.device)
+        self.critic = critic.to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_target = (
+            copy.deepcopy(self.actor).requires_grad_(False) if self.config.target_actor else None
+        )
+        self.actor_optim = torch.optim.Adam(self.actor.parameters(), lr=self.config.lr_actor)
+        self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=self.config.lr_critic)
+        self.log_alpha = torch.tensor(
+            math.log(self.config.alpha) if self.config.alpha > 0 else -math.inf,
+            device=self.device,
+            requires_grad=self.config.autotune_alpha,
+        )
+        self.alpha_optim = (
+            torch.optim.Adam([self.log_alpha], lr=self.config.lr_alpha)
+            if self.config.autotune_alpha
+            else None
+        )
+        self.target_entropy = self.config.target_entropy_ratio * uniform_entropy(self.num_choices)
+        self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.num_updates = 0
+
+    @classmethod
+    def build(
+        cls,
+        in_dim: int,
+        num_choices: Sequence[int],
+        seed: int,
+        config: SACConfig | None = None,
+        device: str | torch.device = "cpu",
+        hidden: int = 128,
+        out: int = 128,
+        depth: int = 4,
+        heads: int = 4,
+    ) -> SACDiscrete:
+        """A learner with a Graph U-Net actor and twin-Q critic initialised from ``seed``.
+
+        The modules are created under ``torch.random.fork_rng`` seeded with ``seed``: the
+        same seed gives the same weights and the caller's random state is left untouched.
+        """
+        from policies import GraphUNetActor, TwinQCritic
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            actor = GraphUNetActor(
+                in_dim, list(num_choices), hidden=hidden, out=out, depth=depth, heads=heads
+            )
+            critic = TwinQCritic(in_dim, list(num_choices), hidden=hidden, depth=depth, heads=heads)
+        return cls(actor, critic, num_choices, config, device, seed=seed)
+
+    @property
+    def alpha(self) -> float:
+        return self.log_alpha.detach().exp().item()
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, graph, num_samples: int, generator: torch.Generator, noisy: bool) -> Tensor:
+        """Maps from the actor, long ``[num_samples, N, H]`` on the CPU.
+
+        ``noisy=True``: the most likely choice after Gaussian noise (``config.noise_std``)
+        on the logits, the learner's exploration in action space. ``noisy=False``: the
+        clean (greedy) map.
+        """
+        self.actor.eval()
+        maps = self.actor.act(
+            _on_device(graph, self.device),
+            num_samples,
+            generator,
+            greedy=True,
+            noise_std=self.config.noise_std if noisy else 0.0,
+        )
+        self.actor.train()
+        return maps.cpu()
+
+    # ---------------------------------------------------------------- learning
+    def update(self, graph, batch: dict) -> dict[str, float]:
+        """One gradient step of critic, actor (and alpha) plus the soft target updates.
+
+        Args:
+            graph: the decision graph (PyG ``Data``: ``x [N, F]``, ``edge_index [2, E]``);
+                it is both ``s`` and ``s'`` of every transition.
+            batch: ``actions`` int ``[B, N, H]``, ``rewards`` float ``[B]``, ``done`` bool
+                ``[B]`` (as :meth:`egrl.replay.ReplayBuffer.sample` returns them).
+
+        Returns:
+            Scalars: ``critic_loss``, ``actor_loss``, ``entropy``, ``q_mean`` (behaviour
+            actions), ``q_pi`` (actor's action), ``target_mean``, ``alpha``, grad norms.
+        """
+        cfg = self.config
+        x = graph.x.to(self.device)
+        edge_index = graph.edge_index.to(self.device)
+        actions = torch.as_tensor(np.asarray(batch["actions"]), device=self.device).long()
+        rewards = torch.as_tensor(np.asarray(batch["rewards"]), device=self.device).float()
+        done = torch.as_tensor(np.asarray(batch["done"]), device=self.device).float()
+        alpha = self.log_alpha.detach().exp()
+
+        # 1. Bellman target y = k (r + shift) + gamma (1 - d) (min_j Q'_j(s', a') + alpha H')
+        with torch.no_grad():
+            target = cfg.reward_scale * (rewards + cfg.reward_shift)
+            if bool((done < 1).any()):
+                next_actor = self.actor_target if self.actor_target is not None else self.actor
+                next_probs, next_log_probs = masked_log_probs(next_actor(x, edge_index), self.mask)
+                next_entropy = decision_entropy(next_probs, next_log_probs)
+                q1_next, q2_next = self.critic_target(x, edge_index, next_probs[None])
+                soft_value = torch.min(q1_next, q2_next) + alpha * next_entropy  # [1]
+                target = target + cfg.gamma * (1.0 - done) * soft_value
+
+        # 2. Critic: both heads regress y at the noisy one-hot behaviour action.
+        behaviour = noisy_one_hot(
+            actions,
+            self.mask,
+            cfg.action_noise_std,
+            cfg.action_noise_clip,
+            self.generator,
+            clamp=cfg.clamp_noisy_action,
+        )
+        q1, q2 = self.critic(x, edge_index, behaviour)  # [B] each
+        critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_grad = _clip(self.critic, cfg.grad_clip_norm)
+        self.critic_optim.step()
+
+        # 3. Actor: the critic reads the actor's probabilities; maximise min_j Q_j + alpha H.
+        probs, log_probs = masked_log_probs(self.actor(x, edge_index), self.mask)
+        entropy = decision_entropy(probs, log_probs)
+        with frozen(self.critic):
+            q1_pi, q2_pi = self.critic(x, edge_index, policy_action(probs, cfg.actor_action)[None])
+        q_pi = torch.min(q1_pi, q2_pi).mean()
+        actor_loss = -q_pi - alpha * entropy
+        self.actor_optim.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        actor_grad = _clip(self.actor, cfg.grad_clip_norm)
+        self.actor_optim.step()
+
+        # 4. Optional temperature: raise alpha when H < H_target, lower it otherwise.
+        if self.alpha_optim is not None:
+            alpha_loss = self.log_alpha * (entropy.detach() - self.target_entropy)
+            self.alpha_optim.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optim.step()
+
+        # 5. Soft target updates (Algorithm 2 line 30).
+        soft_update(self.critic_target, self.critic, cfg.tau)
+        if self.actor_target is not None:
+            soft_update(self.actor_target, self.actor, cfg.tau)
+        self.num_updates += 1
+
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "entropy": entropy.item(),
+            "q_mean": 0.5 * (q1.mean() + q2.mean()).item(),
+            "q_pi": q_pi.item(),
+            "target_mean": float(target.mean()),
+            "alpha": float(alpha),
+            "critic_grad_norm": critic_grad,
+            "actor_grad_norm": actor_grad,
+        }
+
+    def train_steps(
+        self, graph, buffer, num_steps: int, rng: np.random.Generator
+    ) -> dict[str, float]:
+        """``num_steps`` updates on minibatches of ``config.batch_size`` drawn from ``buffer``.
+
+        Returns the mean of each statistic of :meth:`update` (empty when ``num_steps`` is 0).
+        """
+        stats: dict[str, list[float]] = {}
+        for _ in range(int(num_steps)):
+            for key, value in self.update(
+                graph, buffer.sample(self.config.batch_size, rng)
+            ).items():
+                stats.setdefault(key, []).append(value)
+        return {key: float(np.mean(values)) for key, values in stats.items()}
+
+    # ------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict:
+        """Networks, targets, optimizers, temperature, generator state and counters.
+
+        Leaves are tensors and plain data (for :func:`egrl.checkpoint.save_state`).
+        """
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_target": None if self.actor_target is None else self.actor_target.state_dict(),
+            "actor_optim": self.actor_optim.state_dict(),
+            "critic_optim": self.critic_optim.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "alpha_optim": None if self.alpha_optim is None else self.alpha_optim.state_dict(),
+            "generator": self.generator.get_state(),
+            "num_updates": self.num_updates,
+            "num_choices": list(self.num_choices),
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict` of a learner with the same networks and heads."""
+        if list(state["num_choices"]) != self.num_choices:
+            raise ValueError(
+                f"learner checkpoint has num_choices {list(state['num_choices'])}, "
+                f"this learner has {self.num_choices}"
+            )
+        if (state["actor_target"] is None) != (self.actor_target is None):
+            raise ValueError("learner checkpoint and this learner disagree on target_actor")
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        if self.actor_target is not None:
+            self.actor_target.load_state_dict(state["actor_target"])
+        self.actor_optim.load_state_dict(state["actor_optim"])
+        self.critic_optim.load_state_dict(state["critic_optim"])
+        with torch.no_grad():
+            self.log_alpha.copy_(torch.as_tensor(state["log_alpha"]))
+        if self.alpha_optim is not None and state["alpha_optim"] is not None:
+            self.alpha_optim.load_state_dict(state["alpha_optim"])
+        self.generator.set_state(torch.as_tensor(state["generator"]).to(torch.uint8).cpu())
+        self.num_updates = int(state["num_updates"])
