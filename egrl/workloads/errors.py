@@ -11,8 +11,9 @@ class UnsupportedOperatorError(WorkloadError):
     def __init__(self, op: str, node: str, source: str = "") -> None:
         where = f" in {source}" if source else ""
         super().__init__(
-            f"unsupported operator {op!r} at node {node!r}{where}: add a rule for it in "
-            "egrl/workloads/ops.py or replace it in the model"
+            f"unsupported operator {op!r} at node {node!r}{where}: add a rule for it to the "
+            "importer's op table (egrl/workloads/torch_ops.py or onnx_ops.py) or replace it "
+            "in the model"
         )
         self.op = op
         self.node = node
