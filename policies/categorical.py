@@ -57,9 +57,18 @@ def require_generator(generator: torch.Generator | None, what: str) -> torch.Gen
     return generator
 
 
+def safe_log(probs: Tensor) -> Tensor:
+    """``log(probs)`` floored at ``log(tiny)`` (about -87 in float32): finite, and its
+    gradient at 0 probabilities stays finite, so ``p * log p`` is 0 there with no NaN."""
+    return torch.log(probs.clamp_min(torch.finfo(probs.dtype).tiny))
+
+
 def entropy(probs: Tensor) -> Tensor:
-    """Entropy ``-sum p log p`` over the last dim of ``probs [..., C]`` (0 log 0 = 0): ``[...]``."""
-    return -torch.special.xlogy(probs, probs).sum(dim=-1)
+    """Entropy ``-sum p log p`` over the last dim of ``probs [..., C]``: ``[...]``.
+
+    Masked choices (probability 0) add 0, and the gradient stays finite.
+    """
+    return -(probs * safe_log(probs)).sum(dim=-1)
 
 
 def sample_maps(

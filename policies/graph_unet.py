@@ -18,6 +18,7 @@ does not have are ``-inf``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -71,7 +72,9 @@ class GraphUNetActor(nn.Module):
         self.down = nn.ModuleList(
             attention_conv(attention, hidden, heads) for _ in range(depth + 1)
         )
-        self.pools = nn.ModuleList(TopKPooling(hidden, ratio=pool_ratio) for _ in range(depth))
+        self.pools = nn.ModuleList(
+            TopKPooling(hidden, ratio=pool_ratio, nonlinearity="sigmoid") for _ in range(depth)
+        )
         self.up = nn.ModuleList(attention_conv(attention, hidden, heads) for _ in range(depth))
         self.project = nn.Linear(hidden, out)
         self.heads = nn.ModuleList(nn.Linear(out, c) for c in self.num_choices)
@@ -82,6 +85,10 @@ class GraphUNetActor(nn.Module):
     @property
     def num_heads(self) -> int:
         return len(self.num_choices)
+
+    def _block(self, conv: nn.Module, h: Tensor, edges: Tensor) -> Tensor:
+        """Residual attention block ``h + ELU(conv(h))``: keeps node identity on dense levels."""
+        return h + self.act_fn(conv(h, edges))
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None) -> Tensor:
         """Logits float ``[N, H, C]`` for node features ``x [N, F]`` and edges ``[2, E]``.
@@ -94,20 +101,20 @@ class GraphUNetActor(nn.Module):
         edges = self._edges(edge_index, x.size(0))
         batch = graph.batch
 
-        h = self.act_fn(self.down[0](self.act_fn(self.embed(x)), edges))
+        h = self._block(self.down[0], self.act_fn(self.embed(x)), edges)
         skips, levels, perms = [], [], []
         for pool, conv in zip(self.pools, self.down[1:]):
             skips.append(h)
             levels.append(edges)
             edges = square_adjacency(edges, h.size(0))
             h, edges, _, batch, perm, _ = pool(h, edges, batch=batch)
-            h = self.act_fn(conv(h, edges))
+            h = self._block(conv, h, edges)
             perms.append(perm)
         for conv, skip, level, perm in zip(
             self.up, reversed(skips), reversed(levels), reversed(perms)
         ):
             h = skip.index_add(0, perm, h)  # gUnpool + skip connection
-            h = self.act_fn(conv(h, level))
+            h = self._block(conv, h, level)
         h = self.act_fn(self.project(h))
         width = self.mask.size(1)
         logits = torch.stack(
@@ -124,8 +131,13 @@ class GraphUNetActor(nn.Module):
         return torch.softmax(self._logits(data), dim=-1)
 
     def log_distribution(self, data) -> Tensor:
-        """Log-probabilities float ``[N, H, C]`` (``-inf`` for missing choices)."""
-        return torch.log_softmax(self._logits(data), dim=-1)
+        """Log-probabilities float ``[N, H, C]``; differentiable.
+
+        Missing choices hold ``log(tiny)`` (about -87 in float32) instead of ``-inf`` and
+        get no gradient, so ``probs * log_probs`` is 0 there rather than NaN.
+        """
+        logp = torch.log_softmax(self._logits(data), dim=-1)
+        return logp.masked_fill(~self.mask, math.log(torch.finfo(logp.dtype).tiny))
 
     @torch.no_grad()
     def act(

@@ -30,7 +30,8 @@ def random_graph(num_nodes: int, in_dim: int, generator: torch.Generator) -> Dat
     extra = torch.randint(0, num_nodes, (2, num_nodes // 4), generator=generator)
     extra = torch.sort(extra, dim=0).values
     extra = extra[:, extra[0] < extra[1]]
-    x = torch.log1p(torch.rand(num_nodes, in_dim, generator=generator) * 1e6)
+    scale = 10 ** (7 * torch.rand(num_nodes, in_dim, generator=generator))
+    x = torch.log1p(torch.rand(num_nodes, in_dim, generator=generator) * scale)
     return Data(x=x, edge_index=torch.cat([chain, extra], dim=1))
 
 
