@@ -110,23 +110,44 @@ def _numel(shape: Sequence[int]) -> int:
     return int(math.prod(shape)) if len(shape) else 1
 
 
-def fmap_xyz(shape: Sequence[int], conv_like: bool) -> tuple[int, int, int]:
+def fmap_xyz(
+    shape: Sequence[int], conv_like: bool, batch: int | None = None
+) -> tuple[int, int, int]:
     """Feature-map extents (x, y, z) of a tensor, batch dimension excluded.
 
-    Conv-family tensors ``[B, C, H, W]`` give ``(W, H, C)``. Any other tensor
-    ``[B, d1, ..., dk]`` gives ``z = dk`` (features), ``x = d(k-1)`` and ``y`` the
-    product of the remaining dimensions (1 if none).
+    The leading dimension is the batch when the tensor has more than one dimension and
+    (if ``batch`` is given) it equals ``batch``; a tensor without one (a table computed
+    from weights, attention windows folded into the leading axis) keeps all its
+    dimensions. Conv-family tensors ``[B, C, H, W]`` give ``(W, H, C)`` and ``[B, C, L]``
+    give ``(L, 1, C)``. Any other tensor ``[B, d1, ..., dk]`` gives ``z = dk``
+    (features), ``x = d(k-1)`` and ``y`` the product of the remaining dimensions (1 if
+    none). ``x * y * z`` is always the number of elements per batch item.
     """
-    dims = list(shape[1:]) if len(shape) > 1 else list(shape)
+    has_batch = len(shape) > 1 and (batch is None or int(shape[0]) == batch)
+    dims = list(shape[1:]) if has_batch else list(shape)
     if conv_like and len(dims) == 3:
         c, h, w = dims
         return int(w), int(h), int(c)
+    if conv_like and len(dims) == 2:
+        c, length = dims
+        return int(length), 1, int(c)
     if not dims:
         return 1, 1, 1
     z = dims[-1]
     x = dims[-2] if len(dims) >= 2 else 1
     y = _numel(dims[:-2]) if len(dims) >= 3 else 1
     return int(x), int(y), int(z)
+
+
+def channel_first(op_type: str, shape: Sequence[int]) -> bool:
+    """Whether a tensor a node of ``op_type`` reads or writes is laid out ``[B, C, ...]``.
+
+    Conv and pool tensors are; so are 4-D tensors of elementwise, norm and layout nodes
+    (they sit between convolutions); everything else is features-last.
+    """
+    return op_type in ("conv", "pool") or (
+        len(shape) == 4 and op_type in ("eltwise", "norm", "layout")
+    )
 
 
 class Workload:
@@ -168,6 +189,8 @@ class Workload:
             raise WorkloadError(f"workload {self.name!r}: dtype_bytes must be positive")
         index: dict[str, int] = {}
         inputs = {t.name for t in self.graph_inputs}
+        if len(inputs) != len(self.graph_inputs):
+            raise WorkloadError(f"workload {self.name!r}: two graph inputs share a name")
         for t in self.graph_inputs:
             _check_shape(self.name, f"graph input {t.name!r}", t.shape)
         for i, node in enumerate(self.nodes):
@@ -288,46 +311,46 @@ class Workload:
         return last
 
     @cached_property
+    def batch(self) -> int:
+        """Batch size: ``meta["batch"]``, else the leading dimension of the first
+        multi-dimensional graph input, else 1."""
+        if "batch" in self.meta:
+            return int(self.meta["batch"])
+        shapes = [t.shape for t in self.graph_inputs if len(t.shape) > 1]
+        return int(shapes[0][0]) if shapes else 1
+
+    @cached_property
     def features(self) -> np.ndarray:
-        """float64 ``[N, 19]``: the node features of EGRL Table 1, columns in :data:`FEATURE_NAMES`."""
+        """float64 ``[N, 19]``: the node features of EGRL Table 1, columns in :data:`FEATURE_NAMES`.
+
+        Input extents are those of the node's first input (its output for a node with
+        none), axes as :func:`fmap_xyz` assigns them; ``n_ops_left`` sums MACs and vector
+        ops of all later nodes; ``n_w_left`` sums weight bytes from the node to the last;
+        conv attributes are 0 where a node has none; ``batch`` is :attr:`batch`.
+        """
         n = self.num_nodes
-        feats = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float64)
         ops = self.macs + self.vector_ops
         # Operations strictly after each node; weights from each node to the last.
         ops_left = np.concatenate([np.cumsum(ops[::-1])[::-1][1:], [0]])
         w_left = np.cumsum(self.weight_bytes[::-1])[::-1]
-        for i, node in enumerate(self.nodes):
-            conv_like = (
-                node.op_type in ("conv", "pool")
-                or len(node.output_shape) == 4
-                and (node.op_type in ("eltwise", "norm", "layout"))
-            )
-            in_shape = node.input_shapes[0] if node.input_shapes else node.output_shape
-            ix, iy, iz = fmap_xyz(in_shape, conv_like)
-            ox, oy, oz = fmap_xyz(node.output_shape, conv_like)
-            kx, ky = node.attrs.get("kernel", (0, 0))
-            feats[i] = (
-                OP_TYPES.index(node.op_type),
-                node.weight_bytes,
-                ix,
-                iy,
-                iz,
-                ox,
-                oy,
-                oz,
-                ix * iy * iz,
-                ox * oy * oz,
-                ops_left[i],
-                w_left[i],
-                node.attrs.get("groups", 0),
-                kx,
-                ky,
-                node.attrs.get("stride", 0),
-                node.attrs.get("pad", 0),
-                node.attrs.get("dilation", 0),
-                node.output_shape[0] if node.output_shape else 1,
-            )
+        feats = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float64)
+        feats[:, 0] = [OP_TYPES.index(t) for t in self.op_types]
+        feats[:, 1] = self.weight_bytes
+        feats[:, 2:5] = [
+            self._xyz(nd, nd.input_shapes[0] if nd.input_shapes else nd.output_shape)
+            for nd in self.nodes
+        ]
+        feats[:, 5:8] = [self._xyz(nd, nd.output_shape) for nd in self.nodes]
+        feats[:, 8] = feats[:, 2:5].prod(axis=1)
+        feats[:, 9] = feats[:, 5:8].prod(axis=1)
+        feats[:, 10] = ops_left
+        feats[:, 11] = w_left
+        feats[:, 12:18] = [_conv_attrs(nd.attrs) for nd in self.nodes]
+        feats[:, 18] = self.batch
         return feats
+
+    def _xyz(self, node: Node, shape: Sequence[int]) -> tuple[int, int, int]:
+        return fmap_xyz(shape, channel_first(node.op_type, shape), self.batch)
 
     @property
     def total_weight_bytes(self) -> int:
@@ -402,6 +425,19 @@ class Workload:
             f"Workload({self.name!r}, nodes={self.num_nodes}, edges={self.edge_index.shape[1]}, "
             f"weights={self.total_weight_bytes / 2**20:.1f} MiB)"
         )
+
+
+def _conv_attrs(attrs: dict) -> tuple[int, int, int, int, int, int]:
+    """(groups, kernel x, kernel y, stride, pad, dilation) of a node, 0 where absent."""
+    kx, ky = attrs.get("kernel", (0, 0))
+    return (
+        attrs.get("groups", 0),
+        kx,
+        ky,
+        attrs.get("stride", 0),
+        attrs.get("pad", 0),
+        attrs.get("dilation", 0),
+    )
 
 
 def _check_size(workload: str, where: str, attr: str, value) -> None:
