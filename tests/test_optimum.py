@@ -1,0 +1,61 @@
+"""The CP-SAT optimum of the NNP-I model against brute force over every map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from egrl import make_env
+from hwmodels.nnpi import NNPI
+from tests.nnpi_workloads import random_dag, residual
+
+
+def maps_numbered(start: int, stop: int, num_nodes: int) -> np.ndarray:
+    """int64 ``[stop - start, N, 2]``: maps number ``start..stop-1`` (base-3 digits)."""
+    codes = np.arange(start, stop, dtype=np.int64)
+    digits = (codes[:, None] // 3 ** np.arange(2 * num_nodes)) % 3
+    return digits.reshape(-1, num_nodes, 2)
+
+
+def brute_force_s(env, batch: int = 50_000) -> float:
+    """Lowest latency (s) over all valid maps, by evaluating all 3^(2N) maps."""
+    total = 3 ** (2 * env.num_units)
+    best = np.inf
+    for start in range(0, total, batch):
+        ev = env.evaluate(maps_numbered(start, min(start + batch, total), env.num_units))
+        best = min(best, ev.latency_s[ev.valid].min(initial=np.inf))
+    return best
+
+
+@pytest.mark.parametrize(("seed", "num_nodes"), [(11, 5), (12, 6), (13, 7)])
+def test_optimum_equals_brute_force(seed, num_nodes):
+    w = random_dag(num_nodes, np.random.default_rng(seed), max_bytes=3000)
+    env = make_env(NNPI(llc_mib=4000 / 2**20, sram_mib=1500 / 2**20), w)
+    all_sram = np.full((num_nodes, 2), 2)
+    assert not env.evaluate(all_sram).valid[0]  # the capacities bind
+    result = env.optimum(time_limit_s=60, workers=1)
+    assert result.proven and result.status == "OPTIMAL"
+    assert result.gap == 0 and result.bound_s == result.latency_s
+    assert result.latency_s == pytest.approx(brute_force_s(env), rel=1e-12)
+    ev = env.evaluate(result.mapping)
+    assert ev.valid[0] and ev.latency_s[0] == result.latency_s
+    assert result.latency_s <= env.baseline_latency_s
+
+
+def test_optimum_on_a_residual_net_beats_or_ties_the_compiler():
+    w = residual(5, 30_000, 100_000, 200_000)
+    env = make_env(NNPI(llc_mib=0.4, sram_mib=0.1), w)
+    result = env.optimum(time_limit_s=30, workers=2)
+    ev = env.evaluate(result.mapping)
+    assert ev.valid[0] and ev.latency_s[0] == pytest.approx(result.latency_s, rel=1e-12)
+    assert result.bound_s <= result.latency_s <= env.baseline_latency_s
+    assert result.info["latency_fs"] == env.target.latency_fs(result.mapping[None])[0]
+
+
+def test_optimum_puts_everything_in_sram_when_it_fits():
+    w = random_dag(6, np.random.default_rng(0), max_bytes=2000)
+    env = make_env(NNPI(), w)  # everything fits in SRAM: all-SRAM is optimal
+    result = env.optimum(time_limit_s=10, workers=1)
+    all_sram = np.full((6, 2), 2)
+    assert result.proven
+    assert result.latency_s == pytest.approx(env.evaluate(all_sram).latency_s[0], rel=1e-12)
