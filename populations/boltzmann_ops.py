@@ -62,12 +62,12 @@ def mutate_chromosomes(
     stays positive. Entries of choices a head lacks keep their value.
     """
     valid = valid.to(prior.device)
-    noise = torch.randn(prior.shape, generator=generator, device=prior.device, dtype=prior.dtype)
+    noise = torch.randn(prior.shape, generator=generator, device=generator.device).to(prior)
     new_prior = torch.where(valid, prior + params.prior_mutation_std * noise, prior)
-    scale = torch.randn(
-        temperature.shape, generator=generator, device=temperature.device, dtype=temperature.dtype
+    scale = torch.randn(temperature.shape, generator=generator, device=generator.device)
+    scale = params.temperature_mutation_mean + params.temperature_mutation_std * scale.to(
+        temperature
     )
-    scale = params.temperature_mutation_mean + params.temperature_mutation_std * scale
     new_temperature = (temperature * scale).clamp(params.min_temperature, params.max_temperature)
     return new_prior, new_temperature
 

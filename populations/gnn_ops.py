@@ -79,11 +79,13 @@ def mutate_weights(module: nn.Module, params: EvolutionParams, generator: torch.
 def _perturb(
     w: Tensor, rate: float, params: EvolutionParams, generator: torch.Generator
 ) -> tuple[Tensor, int]:
-    """Mutated copy of ``w`` (any shape) and the number of drawn weights."""
-    kw = {"generator": generator, "device": w.device, "dtype": w.dtype}
-    drawn = torch.rand(w.shape, **kw) < rate
-    kind = torch.rand(w.shape, **kw)
-    noise = torch.randn(w.shape, **kw)
+    """Mutated copy of ``w`` (any shape) and the number of drawn weights.
+
+    The draws are made on ``generator``'s device and moved to ``w``'s.
+    """
+    drawn = _uniform(w, generator) < rate
+    kind = _uniform(w, generator)
+    noise = torch.randn(w.shape, generator=generator, device=generator.device).to(w)
     is_super = drawn & (kind < params.super_mutation_prob)
     is_reset = drawn & ~is_super & (kind < params.super_mutation_prob + params.reset_prob)
     is_plain = drawn & ~is_super & ~is_reset
@@ -92,3 +94,8 @@ def _perturb(
     new = torch.where(is_reset, noise * params.reset_std, new)
     new = torch.where(drawn, new.clamp(-params.weight_limit, params.weight_limit), w)
     return new, int(drawn.sum())
+
+
+def _uniform(w: Tensor, generator: torch.Generator) -> Tensor:
+    """``U(0, 1)`` draws shaped and typed like ``w``, on ``w``'s device."""
+    return torch.rand(w.shape, generator=generator, device=generator.device).to(w)

@@ -419,8 +419,10 @@ def _random_chromosomes(
         t_max=params.max_temperature,
     )
     if high > low:
-        draw = torch.rand(chromosomes.temperature.shape, generator=generator)
-        chromosomes.temperature.copy_(low + (high - low) * draw)
+        draw = torch.rand(
+            chromosomes.temperature.shape, generator=generator, device=generator.device
+        )
+        chromosomes.temperature.copy_(low + (high - low) * draw.to(chromosomes.temperature))
     return chromosomes
 
 
