@@ -134,7 +134,8 @@ def attention_conv(kind: str, hidden: int, heads: int) -> nn.Module:
     The ``heads`` heads each produce ``hidden // heads`` channels and are concatenated back
     to ``hidden`` (the Transformer split), so the per-edge work is ``hidden`` floats instead
     of ``heads * hidden``. ``kind`` is ``"gatv2"`` (Brody et al.'s dynamic attention, the
-    default) or ``"gat"`` (Velickovic et al.; cheaper scores). Every edge set the networks
+    actor's default) or ``"gat"`` (Velickovic et al.; per-node scores, cheaper; the
+    critic's default). Every edge set the networks
     hand it already holds one self-loop per node.
     """
     if kind not in ATTENTION:

@@ -81,10 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--attention", default="gatv2")
-    parser.add_argument("--critic-attention", default=None)
+    parser.add_argument("--critic-attention", default="gat")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    critic_attention = args.critic_attention or args.attention
     for threads in args.threads:
         torch.set_num_threads(threads)
         for nodes in (57, 185, 400):
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                 med * 1e3,
                 low * 1e3,
             )
-        med, low = time_call(critic_step(185, 24, critic_attention), max(3, args.repeats // 4))
+        med, low = time_call(critic_step(185, 24, args.critic_attention), max(3, args.repeats // 4))
         log.info(
             "threads=%d critic fwd+bwd 24 x N=185: %.1f ms (min %.1f)",
             threads,

@@ -49,9 +49,10 @@ def small_critic(seed: int = 0) -> TwinQCritic:
 # ---------------------------------------------------------------- actor
 
 
+@pytest.mark.parametrize("attention", ["gatv2", "gat"])
 @pytest.mark.parametrize("num_nodes", [1, 7, 60])
-def test_actor_shapes_and_masking(num_nodes):
-    actor = small_actor()
+def test_actor_shapes_and_masking(num_nodes, attention):
+    actor = small_actor(attention=attention)
     graph = make_graph(num_nodes, seed=num_nodes)
     logits = actor(graph.x, graph.edge_index)
     assert logits.shape == (num_nodes, 2, 3)
@@ -151,6 +152,15 @@ def test_log_distribution_is_finite_and_matches_probs():
     sac_like = (probs * (0.05 * logp - torch.rand(20, 2, 3))).sum()
     sac_like.backward()
     assert all(torch.isfinite(p.grad).all() for p in actor.parameters())
+
+
+def test_bad_configurations_are_named():
+    with pytest.raises(ValueError, match="attention"):
+        small_actor(attention="gcn")
+    with pytest.raises(ValueError, match="multiple of heads"):
+        GraphUNetActor(F, CHOICES, hidden=30, heads=4)
+    with pytest.raises(ValueError, match="num_choices"):
+        GraphUNetActor(F, [3, 0])
 
 
 def test_actor_rejects_bad_graphs():
