@@ -7,6 +7,7 @@ check the learner's mathematics and stay fast; one test builds the real Graph U-
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from egrl.sac import (
 
 NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -309,3 +311,13 @@ def test_build_with_graph_unet_networks_is_seeded():
     assert all(math.isfinite(v) for v in stats[0].values())
     maps = a.act(_graph(), 2, torch.Generator().manual_seed(0), noisy=True)
     assert maps.shape == (2, NUM_NODES, 2)
+
+
+def test_config_reads_the_learner_config_group():
+    omegaconf = pytest.importorskip("omegaconf")
+    values = omegaconf.OmegaConf.to_container(
+        omegaconf.OmegaConf.load(CONFIGS / "learner" / "sac.yaml")
+    )
+    config = SACConfig.from_dict(values)
+    assert (config.gamma, config.alpha, config.tau, config.reward_scale) == (0.99, 0.05, 1e-3, 5.0)
+    assert (config.lr_actor, config.lr_critic, config.batch_size) == (1e-3, 1e-3, 24)
