@@ -404,12 +404,12 @@ class Workload:
         return cls(data["name"], nodes, inputs, data.get("dtype_bytes", 1), data.get("meta"))
 
     def save(self, path: str | Path) -> None:
-        """Write the workload as (gzipped, if the name ends in ``.gz``) JSON."""
+        """Write the workload as compact JSON, gzipped (reproducibly) if the name ends in ``.gz``."""
         path = Path(path)
         text = json.dumps(self.to_dict(), separators=(",", ":"))
         if path.suffix == ".gz":
-            with gzip.open(path, "wt", encoding="utf-8") as f:
-                f.write(text)
+            with open(path, "wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as f:
+                f.write(text.encode("utf-8"))
         else:
             path.write_text(text, encoding="utf-8")
 

@@ -146,19 +146,27 @@ def conv(transposed: bool | None = False) -> CostFn:
 
 
 def pool(kernel_arg: int = 1, stride_arg: int = 2, pad_arg: int = 3) -> CostFn:
-    """Windowed pooling ``(x, kernel, stride, padding, ...)``: out elements x window size."""
+    """Windowed pooling ``(x, kernel, stride, padding, ...)``: out elements x window size.
+
+    A window larger than the padded input (``AvgPool2d(1280)`` on a 7x7 map) is clipped
+    to it, for the cost and the ``kernel`` and ``stride`` attributes alike.
+    """
 
     def cost(node: fx.Node) -> Cost:
         kernel = arg(node, kernel_arg, "kernel_size")
         kernel = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
-        stride = arg(node, stride_arg, "stride") or kernel
+        spatial = shape_of(node.args[0])[-len(kernel) :]
+        pads = arg(node, pad_arg, "padding", 0)
+        pads = list(pads) if isinstance(pads, (list, tuple)) else [pads] * len(kernel)
+        pads = (pads * len(kernel))[: len(kernel)] if len(pads) == 1 else pads
+        window = [min(int(k), int(i) + 2 * int(p)) for k, i, p in zip(kernel, spatial, pads)]
         attrs = {
-            "kernel": _kernel_xy(kernel),
-            "stride": _x(stride, 1),
-            "pad": _x(arg(node, pad_arg, "padding", 0), 0) + _pad_before(node),
+            "kernel": _kernel_xy(window),
+            "stride": min(_x(arg(node, stride_arg, "stride") or kernel, 1), window[-1]),
+            "pad": _x(pads, 0) + _pad_before(node),
             "dilation": 1,
         }
-        return Cost(vector_ops=numel(shape_of(node)) * numel(kernel), attrs=attrs)
+        return Cost(vector_ops=numel(shape_of(node)) * numel(window), attrs=attrs)
 
     return cost
 

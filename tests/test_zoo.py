@@ -1,0 +1,75 @@
+"""The built-in zoo: every shipped workload loads and matches its provenance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from egrl import workloads
+from egrl.workloads import FEATURE_NAMES, OP_TYPES, WorkloadError
+
+NAMES = workloads.names()
+#: Operational layers the EGRL paper counts (Section 4).
+PAPER_NODES = {"resnet50": 57, "resnet101": 108, "bert-large": 376}
+#: Public parameter counts of the reference architectures.
+PARAMETERS = {"resnet50": 25_557_032, "bert-base": 109_482_240, "vit-b16": 86_567_656}
+
+
+def test_zoo_holds_the_required_models_and_more():
+    assert {"resnet50", "resnet101", "bert-base", "bert-large"} <= set(NAMES)
+    assert len(NAMES) >= 12
+    assert len({workloads.load(n).meta["family"] for n in NAMES}) >= 10
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_workload_loads_and_is_consistent(name):
+    w = workloads.load(name)
+    assert w.name == name
+    assert w.features.shape == (w.num_nodes, len(FEATURE_NAMES))
+    assert np.isfinite(w.features).all() and (w.features >= 0).all()
+    assert set(w.op_types) <= set(OP_TYPES)
+    assert (w.edge_index[0] < w.edge_index[1]).all()
+    assert w.total_weight_bytes == w.meta["parameters"] * w.dtype_bytes
+    assert w.meta["fusion"]["parameter_elements"] == w.meta["parameters"]
+    assert w.meta["source_class"].startswith("transformers.")
+    assert w.meta["input_shapes"]
+    # one connected computation: the last node is the only one nobody reads
+    sinks = set(range(w.num_nodes)) - set(w.edge_index[0].tolist())
+    assert sinks == {w.num_nodes - 1}
+    assert w.macs.sum() > 0
+
+
+@pytest.mark.parametrize(("name", "paper"), sorted(PAPER_NODES.items()))
+def test_node_counts_within_ten_percent_of_the_paper(name, paper):
+    assert abs(workloads.load(name).num_nodes - paper) <= 0.1 * paper
+
+
+@pytest.mark.parametrize(("name", "count"), sorted(PARAMETERS.items()))
+def test_parameter_counts_match_the_reference_models(name, count):
+    w = workloads.load(name)
+    assert w.meta["parameters"] == count
+    assert w.dtype_bytes == 1 and w.total_weight_bytes == count
+
+
+def test_resnet50_macs_are_the_known_four_gigamacs():
+    macs = workloads.load("resnet50").macs.sum()
+    assert 4.0e9 < macs < 4.2e9
+
+
+def test_bert_layers_repeat():
+    base, large = workloads.load("bert-base"), workloads.load("bert-large")
+    # embeddings + pooler are shared; each encoder layer adds the same number of nodes
+    per_layer = (large.num_nodes - base.num_nodes) / (24 - 12)
+    assert per_layer == int(per_layer)
+    assert base.num_nodes - 12 * per_layer == large.num_nodes - 24 * per_layer
+
+
+def test_unknown_name_is_an_error():
+    with pytest.raises(WorkloadError, match="unknown workload 'resnet-9000'"):
+        workloads.load("resnet-9000")
+
+
+def test_load_by_path(tmp_path):
+    path = tmp_path / "mine.json.gz"
+    workloads.load("resnet18").save(path)
+    assert workloads.load(path).to_dict() == workloads.load("resnet18").to_dict()
