@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from egrl.workloads import FEATURE_NAMES, UnsupportedOperatorError, from_torch
+from egrl.workloads import FEATURE_NAMES, UnsupportedOperatorError, WorkloadError, from_torch
 
 
 class TinyCNN(nn.Module):
@@ -202,3 +202,47 @@ def test_unsupported_operator_names_op_and_node():
         from_torch(Cumprod(), torch.randn(2, 4))
     assert info.value.op == "aten.cumprod.default"
     assert info.value.node == "cumprod"
+
+
+class FusedAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(1, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+class Einsum(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bsd,de->bse", x, self.w)
+
+
+class Broken(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("no forward for you")
+
+
+def test_fused_attention_is_one_matmul_node():
+    w = from_torch(FusedAttention(), torch.randn(1, 8, 16))
+    assert w.op_types == ["linear", "layout", "matmul"]
+    scores = 2 * 8 * 8  # heads x queries x keys
+    assert w.nodes[2].macs == scores * (8 + 8)
+    assert w.nodes[2].vector_ops == 3 * scores
+
+
+def test_einsum_with_a_parameter_is_linear():
+    w = from_torch(Einsum(), torch.randn(1, 8, 16))
+    assert w.op_types == ["linear"]
+    assert w.nodes[0].macs == 8 * 4 * 16
+    assert w.total_weight_bytes == 64
+
+
+def test_export_failure_names_the_model():
+    with pytest.raises(WorkloadError, match="torch.export of 'Broken' failed: no forward"):
+        from_torch(Broken(), torch.randn(2))
