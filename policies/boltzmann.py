@@ -180,8 +180,8 @@ class BoltzmannChromosome:
     def state_dict(self) -> dict[str, Tensor]:
         """Plain tensors (safetensors-ready): prior, temperature, num_choices, t_bounds."""
         return {
-            "prior": self.prior,
-            "temperature": self.temperature,
+            "prior": self.prior.contiguous(),
+            "temperature": self.temperature.contiguous(),
             "num_choices": torch.tensor(self.num_choices, dtype=torch.long),
             "t_bounds": torch.tensor([self.t_min, self.t_max], dtype=torch.float64),
         }
