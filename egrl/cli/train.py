@@ -38,7 +38,8 @@ if not OmegaConf.has_resolver("first_set"):
 def run(cfg: DictConfig, run_dir: Path) -> Trainer:
     """Build the environment and trainer from ``cfg`` and train in ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.get("resume"):
+    resume = bool(cfg.get("resume"))
+    if resume:
         saved = run_dir / RESOLVED_CONFIG
         if not saved.exists():
             raise FileNotFoundError(f"cannot resume {run_dir}: {RESOLVED_CONFIG} is missing")
@@ -60,7 +61,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Trainer:
         **params,
     )
     trainer = Trainer(env, train_cfg, run_dir)
-    if cfg.get("resume") and not trainer.resume():
+    if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
     trainer.run()
     return trainer
