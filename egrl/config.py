@@ -73,6 +73,7 @@ class TrainConfig:
     threads: int = 1
     checkpoint_every: int = 5
     keep_checkpoints: int = 3
+    snapshot_every: int = 10
     invalid_reward_scale: float = 1.0
     progress: bool = True
     agent: AgentConfig = field(default_factory=AgentConfig)

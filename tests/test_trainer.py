@@ -69,6 +69,8 @@ def test_run_respects_budget_and_writes_run_directory(tmp_path):
     for name in ("metrics.csv", "best_mapping.json", "speedup.png"):
         assert (tmp_path / name).is_file()
     assert any((tmp_path / "checkpoints").iterdir())
+    snapshots = sorted((tmp_path / "policies").glob("iter_*.safetensors"))
+    assert snapshots and snapshots[-1].name == "iter_000101.safetensors"
     saved = json.loads((tmp_path / "best_mapping.json").read_text())
     assert set(saved["mapping"]) == set(env.unit_names)
     # The saved best map is the one the trainer kept, and it is as good as claimed.

@@ -20,9 +20,9 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from egrl.agents import SearchAgent, make_agent
 from egrl.config import from_mapping
 from egrl.env import make_env
-from egrl.trainer import Trainer
 
 log = logging.getLogger("egrl.train")
 
@@ -35,8 +35,8 @@ if not OmegaConf.has_resolver("first_set"):
     )
 
 
-def run(cfg: DictConfig, run_dir: Path) -> Trainer:
-    """Build the environment and trainer from ``cfg`` and train in ``run_dir``."""
+def run(cfg: DictConfig, run_dir: Path) -> SearchAgent:
+    """Build the environment and the agent from ``cfg`` and run it in ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     resume = bool(cfg.get("resume"))
     if resume:
@@ -60,7 +60,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Trainer:
         invalid_reward_scale=cfg.invalid_reward_scale,
         **params,
     )
-    trainer = Trainer(env, train_cfg, run_dir)
+    trainer = make_agent(env, train_cfg, run_dir)
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
     trainer.run()

@@ -1,0 +1,58 @@
+"""Agents behind one interface: pick one with ``agent=NAME`` in ``egrl-train``.
+
+Every agent is a :class:`~egrl.agents.base.SearchAgent`: it counts hardware evaluations
+the same way, never exceeds the budget, and writes the same run directory. EGRL and its
+ablations (``ea``: population only, ``pg``: learner only) are :class:`egrl.trainer.Trainer`
+with halves switched off by their configs (``configs/agent/``).
+
+>>> from egrl.agents import make_agent, names
+>>> agent = make_agent(env, cfg, run_dir)   # cfg.agent.name picks the class
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from egrl.agents.base import Best, SearchAgent
+
+_REGISTRY: dict[str, Callable[..., SearchAgent]] = {}
+#: modules whose import registers agents
+_BUILTIN_MODULES = ("egrl.trainer",)
+
+
+def register_agent(*agent_names: str) -> Callable:
+    """Register an agent class under one or more names."""
+
+    def deco(cls):
+        for name in agent_names:
+            if name in _REGISTRY and _REGISTRY[name] is not cls:
+                raise ValueError(f"agent {name!r} is already registered")
+            _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def names() -> list[str]:
+    """Names of the registered agents."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:
+    """The agent ``cfg.agent.name`` on ``env``."""
+    _load_builtins()
+    name = cfg.agent.name
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown agent {name!r}; registered: {sorted(_REGISTRY)}")
+    return _REGISTRY[name](env, cfg, run_dir)
+
+
+__all__ = ["Best", "SearchAgent", "make_agent", "names", "register_agent"]
