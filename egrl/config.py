@@ -13,13 +13,19 @@ from typing import Any
 
 @dataclass
 class AgentConfig:
-    """Which halves of EGRL run: ``egrl`` uses both, ``ea`` only the population, ``pg`` only the learner."""
+    """Which agent runs (``egrl.agents.names()``) and its switches.
+
+    For EGRL: ``egrl`` uses both halves, ``ea`` only the population, ``pg`` only the
+    learner. Keys an agent's config adds beyond these fields land in ``options`` and are
+    the agent's own parameters (e.g. a simulated-annealing schedule).
+    """
 
     name: str = "egrl"
     use_population: bool = True
     use_learner: bool = True
     migration: bool = True
     migration_every: int = 1
+    options: dict = field(default_factory=dict)
 
 
 @dataclass
