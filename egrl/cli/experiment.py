@@ -1,0 +1,140 @@
+"""``egrl-experiment``: studies of many runs (agents x workloads x seeds, sweeps).
+
+    egrl-experiment run compare budget=1000 seed='range(2)' --n-jobs 2
+    egrl-experiment aggregate multirun/compare/20261121-101500 [--out DIR]
+    egrl-experiment results multirun/compare/20261121-101500 --page docs/results.md
+
+``run`` launches ``egrl-train -m experiment=PRESET OVERRIDES...`` (Hydra multirun with the
+joblib launcher) and aggregates it; ``aggregate`` reads finished (or partly finished)
+multirun directories and writes curves.csv, final.csv, summary.md, one Figure-3 PNG per
+workload and optimum.json; ``results`` also writes the results page (docs/results.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from egrl.experiments.aggregate import Aggregate, aggregate
+from egrl.experiments.claims import read_transfer
+from egrl.experiments.launch import launch, sweep_record
+from egrl.experiments.results_page import render
+from egrl.experiments.tables import final_table
+
+log = logging.getLogger("egrl.experiment")
+
+
+def _aggregate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, help="output directory (default ROOT/aggregate)")
+    parser.add_argument(
+        "--group-by",
+        nargs="+",
+        metavar="KEY",
+        help="dotted config keys to group by besides workload and agent (default: the swept ones)",
+    )
+    parser.add_argument(
+        "--optimum-time",
+        type=float,
+        default=120.0,
+        help="solver time limit per workload for the optimum line (s; cached in optimum.json)",
+    )
+    parser.add_argument("--no-optimum", action="store_true", help="do not solve missing optima")
+    parser.add_argument("--no-figures", action="store_true")
+
+
+def _page_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
+    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    parser.add_argument(
+        "--transfer",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="egrl-transfer outputs (transfer.csv files or folders above them) for the zero-shot claim",
+    )
+    parser.add_argument("--command", help="the command line stated under 'Reproduce'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="egrl-experiment", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command_name", required=True)
+
+    agg = sub.add_parser("aggregate", help="aggregate multirun/run directories")
+    agg.add_argument("roots", nargs="+", type=Path)
+    _aggregate_options(agg)
+
+    res = sub.add_parser("results", help="aggregate and write the results page")
+    res.add_argument("roots", nargs="+", type=Path)
+    _aggregate_options(res)
+    _page_options(res)
+
+    run = sub.add_parser("run", help="launch egrl-train -m experiment=PRESET, then aggregate")
+    run.add_argument(
+        "preset", help="configs/experiment/<preset>.yaml (compare, sweep-population...)"
+    )
+    run.add_argument(
+        "overrides", nargs="*", help="Hydra overrides, e.g. budget=1000 seed='range(2)'"
+    )
+    run.add_argument("--n-jobs", type=int, help="runs in parallel (default: the preset's)")
+    run.add_argument("--sweep-dir", type=Path, help="default multirun/<preset>/<date-time>")
+    _aggregate_options(run)
+    return parser
+
+
+def _aggregate(args, roots: list[Path], figure_dir: Path | None = None) -> Aggregate:
+    out = args.out or roots[0] / "aggregate"
+    return aggregate(
+        roots,
+        out_dir=out,
+        keys=args.group_by,
+        optimum_time_s=args.optimum_time,
+        solve_optimum=not args.no_optimum,
+        figures=not args.no_figures,
+        figure_dir=figure_dir,
+    )
+
+
+def _report(agg: Aggregate) -> None:
+    print(final_table(agg.groups, agg.optimum))
+    if agg.problems:
+        print(f"\n{len(agg.problems)} run(s) left out:")
+        for p in agg.problems:
+            print(f"  {p}")
+    print(f"\noutputs in {agg.out_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+    if args.command_name == "run":
+        root, status = launch(args.preset, args.overrides, args.sweep_dir, args.n_jobs)
+        agg = _aggregate(args, [root])
+        _report(agg)
+        return status
+    if args.command_name == "aggregate":
+        _report(_aggregate(args, args.roots))
+        return 0
+    agg = _aggregate(args, args.roots, figure_dir=args.figures)
+    records = [r for r in (sweep_record(root) for root in args.roots) if r is not None]
+    transfer = read_transfer(args.transfer) if args.transfer else None
+    command = args.command or "egrl-experiment " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    args.page.parent.mkdir(parents=True, exist_ok=True)
+    args.page.write_text(
+        render(agg, args.page, records, command, transfer, [str(p) for p in args.transfer]),
+        encoding="utf-8",
+    )
+    _report(agg)
+    print(f"results page: {args.page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
