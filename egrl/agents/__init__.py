@@ -19,7 +19,15 @@ from egrl.agents.base import Best, SearchAgent
 
 _REGISTRY: dict[str, Callable[..., SearchAgent]] = {}
 #: modules whose import registers agents
-_BUILTIN_MODULES = ("egrl.trainer",)
+_BUILTIN_MODULES = (
+    "egrl.trainer",
+    "egrl.agents.random_search",
+    "egrl.agents.greedy_dp",
+    "egrl.agents.annealing",
+    "egrl.agents.genetic",
+    "egrl.agents.ngopt",
+    "egrl.agents.optimum_agent",
+)
 
 
 def register_agent(*agent_names: str) -> Callable:

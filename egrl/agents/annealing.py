@@ -1,0 +1,159 @@
+"""Simulated annealing on the integer map, ``chains`` independent chains in lock-step.
+
+Each chain holds a map and its reward. One generation proposes one neighbour per chain
+(``moves`` distinct (unit, head) entries of the map set to a different choice, uniformly)
+and evaluates all proposals in one batch; each chain accepts its proposal by the
+Metropolis rule on the reward (maximised): always if it is not worse, else with
+probability ``exp((r_new - r) / T)``. The temperature follows a geometric schedule from
+``t_start`` to ``t_end`` over the generations the budget allows, so the whole schedule is
+spent whatever the budget. The first generation evaluates the distinct starting maps.
+
+Rewards are EGRL's (Algorithm 1): ``speedup ** 2`` for valid maps, minus the ratio of
+re-assigned bytes for invalid ones, so temperatures are in those units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from egrl.agents import register_agent
+from egrl.agents.base import SearchAgent
+from egrl.agents.options import (
+    STARTS,
+    check_choice,
+    check_positive,
+    parse_options,
+    start_mappings,
+)
+from egrl.config import TrainConfig
+from egrl.env import Env
+
+
+@dataclass(frozen=True)
+class AnnealingOptions:
+    """Parameters of ``agent=sa``.
+
+    Attributes:
+        chains: independent chains, i.e. maps per generation (one ``env.evaluate`` call).
+        moves: (unit, head) entries changed by one proposal.
+        t_start: temperature of the first move.
+        t_end: temperature of the last move the budget allows.
+        start: first map of every chain: ``dram``, ``random`` or ``native``.
+    """
+
+    chains: int = 2
+    moves: int = 2
+    t_start: float = 0.02
+    t_end: float = 1e-4
+    start: str = "dram"
+
+
+def neighbours(
+    maps: np.ndarray, num_choices: np.ndarray, moves: int, rng: np.random.Generator
+) -> np.ndarray:
+    """One neighbour per map: ``moves`` distinct entries changed to another choice.
+
+    Args:
+        maps: int64 ``[C, N, H]``.
+        num_choices: int64 ``[H]``.
+
+    Returns:
+        int64 ``[C, N, H]``.
+    """
+    c, n, h = maps.shape
+    flat = maps.reshape(c, n * h).copy()
+    # Distinct entries per map: the first `moves` of a random permutation of each row.
+    entries = np.argsort(rng.random((c, n * h)), axis=1)[:, :moves]
+    choices = np.tile(num_choices, n)[entries]
+    rows = np.arange(c)[:, None]
+    shift = rng.integers(1, np.maximum(choices, 2))  # in 1..choices-1: the choice changes
+    flat[rows, entries] = (flat[rows, entries] + shift) % choices
+    return flat.reshape(c, n, h)
+
+
+@register_agent("sa")
+class SimulatedAnnealing(SearchAgent):
+    """Batched simulated annealing (see the module docstring)."""
+
+    extra_columns = ("temperature", "accept_rate", "chain_mean_reward")
+
+    def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        super().__init__(env, cfg, run_dir)
+        o = self.options = parse_options(AnnealingOptions, cfg)
+        check_positive(self.name, chains=o.chains, moves=o.moves, t_start=o.t_start, t_end=o.t_end)
+        check_choice(self.name, "start", o.start, STARTS)
+        if o.moves > env.num_units * env.num_heads:
+            raise ValueError(
+                f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"
+                " entries of a map"
+            )
+        self.current: np.ndarray | None = None  # int64 [C, N, H]
+        self.reward: np.ndarray | None = None  # float64 [C]
+        self.moves_done = 0
+        self.num_moves = 1  # generations of moves the budget allows (set at the start)
+
+    def temperature(self, move: int) -> float:
+        """Geometric schedule: ``t_start`` at move 0, ``t_end`` at the last move."""
+        o = self.options
+        frac = move / max(self.num_moves - 1, 1)
+        return o.t_start * (o.t_end / o.t_start) ** min(frac, 1.0)
+
+    def step(self) -> dict:
+        if self.current is None:
+            return self._start()
+        proposals = self.timer.measure(
+            "evolution",
+            neighbours,
+            self.current,
+            self.env.num_choices,
+            self.options.moves,
+            self.rng,
+        )
+        ev = self.evaluate(proposals, "sa")
+        k = len(ev)
+        temp = self.temperature(self.moves_done)
+        delta = ev.reward - self.reward[:k]
+        # Metropolis: accept if not worse, else with probability exp(delta / T).
+        with np.errstate(over="ignore"):
+            accept = (delta >= 0) | (self.rng.random(k) < np.exp(np.minimum(delta, 0) / temp))
+        self.current[:k][accept] = proposals[:k][accept]
+        self.reward[:k][accept] = ev.reward[accept]
+        self.moves_done += 1
+        return {
+            "temperature": temp,
+            "accept_rate": float(accept.mean()),
+            "chain_mean_reward": float(self.reward.mean()),
+        }
+
+    def _start(self) -> dict:
+        """Evaluate the distinct starting maps; fit the schedule to the rest of the budget."""
+        o = self.options
+        starts = start_mappings(self.env, o.start, o.chains, self.rng)
+        unique, inverse = np.unique(starts, axis=0, return_inverse=True)
+        ev = self.evaluate(unique, "sa-start")
+        self.current = starts
+        self.reward = np.full(o.chains, -np.inf)
+        known = inverse.reshape(-1) < len(ev)
+        self.reward[known] = ev.reward[inverse.reshape(-1)[known]]
+        self.num_moves = max(1, math.ceil(self.remaining / o.chains))
+        return {"chain_mean_reward": float(self.reward.mean())}
+
+    # ------------------------------------------------------------ checkpoints
+    def agent_state(self) -> dict:
+        return {
+            "current": None if self.current is None else self.current.copy(),
+            "reward": None if self.reward is None else self.reward.copy(),
+            "moves_done": self.moves_done,
+            "num_moves": self.num_moves,
+        }
+
+    def load_agent_state(self, state: dict) -> None:
+        started = state["current"] is not None
+        self.current = np.asarray(state["current"], np.int64).copy() if started else None
+        self.reward = np.asarray(state["reward"], np.float64).copy() if started else None
+        self.moves_done = int(state["moves_done"])
+        self.num_moves = int(state["num_moves"])

@@ -1,0 +1,146 @@
+"""A standard generational genetic algorithm on the integer map, built on DEAP.
+
+The genome is the map flattened to ``N * H`` integers (unit-major). A generation is
+DEAP's ``eaSimple`` step: tournament selection (``tools.selTournament``), then
+``algorithms.varAnd`` (pairwise crossover with probability ``cxpb``: ``tools.cxTwoPoint``
+or ``tools.cxUniform``; then per-individual mutation with probability ``mutpb``:
+``tools.mutUniformInt``, each gene redrawn uniformly with probability ``indpb``). Every
+individual whose fitness ``varAnd`` invalidated is evaluated, all of them in one
+``env.evaluate`` batch; the fitness is EGRL's reward. Beyond ``eaSimple``, the ``elites``
+best individuals pass unchanged into the next generation (and are not re-evaluated).
+
+DEAP draws from Python's module-level :mod:`random`; every DEAP call runs inside
+:func:`populations.deap_bridge.seeded_random`, which seeds it from the agent's generator
+and restores it afterwards, so runs are reproducible from ``cfg.seed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from deap import algorithms, base, tools
+
+from egrl.agents import register_agent
+from egrl.agents.base import SearchAgent
+from egrl.agents.options import check_choice, check_positive, parse_options
+from egrl.config import TrainConfig
+from egrl.env import Env
+from populations.deap_bridge import MaxFitness, seeded_random
+
+CROSSOVERS = ("two_point", "uniform")
+
+
+@dataclass(frozen=True)
+class GeneticOptions:
+    """Parameters of ``agent=ga``.
+
+    Attributes:
+        population: individuals per generation.
+        cxpb: probability that a consecutive pair is mated (``varAnd``).
+        mutpb: probability that an individual is mutated (``varAnd``).
+        indpb: per-gene probability of a uniform redraw in a mutation; ``None`` means
+            ``1 / (N * H)``, one gene per mutation on average.
+        tournsize: tournament size of the selection.
+        crossover: ``two_point`` (``tools.cxTwoPoint``) or ``uniform``
+            (``tools.cxUniform`` with per-gene swap probability 0.5).
+        elites: best individuals copied unchanged into the next generation.
+    """
+
+    population: int = 20
+    cxpb: float = 0.5
+    mutpb: float = 0.5
+    indpb: float | None = None
+    tournsize: int = 3
+    crossover: str = "two_point"
+    elites: int = 1
+
+
+class Genome(list):
+    """A flattened map as DEAP sees it: a list of ints with a ``fitness``."""
+
+    def __init__(self, genes=()) -> None:
+        super().__init__(int(g) for g in genes)
+        self.fitness = MaxFitness()
+
+
+@register_agent("ga")
+class GeneticAlgorithm(SearchAgent):
+    """DEAP generational GA (see the module docstring)."""
+
+    extra_columns = ("pop_best_reward", "pop_mean_reward")
+
+    def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        super().__init__(env, cfg, run_dir)
+        o = self.options = parse_options(GeneticOptions, cfg)
+        check_positive(self.name, population=o.population, tournsize=o.tournsize)
+        check_choice(self.name, "crossover", o.crossover, CROSSOVERS)
+        for key in ("cxpb", "mutpb") + (() if o.indpb is None else ("indpb",)):
+            if not 0 <= getattr(o, key) <= 1:
+                raise ValueError(f"agent {self.name!r}: option {key} must be in [0, 1]")
+        if not 0 <= o.elites < o.population:
+            raise ValueError(f"agent {self.name!r}: elites must be in 0..population-1")
+        self.shape = (env.num_units, env.num_heads)
+        length = env.num_units * env.num_heads
+        upper = np.tile(env.num_choices - 1, env.num_units).tolist()
+        self.toolbox = base.Toolbox()
+        self.toolbox.register("select", tools.selTournament, tournsize=o.tournsize)
+        if o.crossover == "two_point":
+            self.toolbox.register("mate", tools.cxTwoPoint)
+        else:
+            self.toolbox.register("mate", tools.cxUniform, indpb=0.5)
+        indpb = 1.0 / length if o.indpb is None else o.indpb
+        self.toolbox.register("mutate", tools.mutUniformInt, low=0, up=upper, indpb=indpb)
+        self.population: list[Genome] | None = None
+
+    # ------------------------------------------------------------- generation
+    def step(self) -> dict:
+        if self.population is None:
+            maps = self.env.random_mappings(self.options.population, self.rng)
+            offspring = [Genome(m.reshape(-1)) for m in maps]
+        else:
+            offspring = self.timer.measure("evolution", self._offspring)
+        todo = [ind for ind in offspring if not ind.fitness.valid]
+        ev = self.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
+        for ind, reward in zip(todo, ev.reward):
+            ind.fitness.values = (float(reward),)
+        self.population = offspring
+        fit = self.fitness()
+        known = fit[np.isfinite(fit)]
+        return {"pop_best_reward": float(known.max()), "pop_mean_reward": float(known.mean())}
+
+    def _offspring(self) -> list[Genome]:
+        """Next generation: elites + varAnd(tournament); repeated until one needs evaluating."""
+        o = self.options
+        with seeded_random(self.rng):
+            while True:
+                elites = [self.toolbox.clone(i) for i in tools.selBest(self.population, o.elites)]
+                chosen = self.toolbox.select(self.population, o.population - o.elites)
+                offspring = elites + algorithms.varAnd(chosen, self.toolbox, o.cxpb, o.mutpb)
+                if any(not ind.fitness.valid for ind in offspring):
+                    return offspring
+                self.population = offspring  # nothing changed: a free generation
+
+    def fitness(self) -> np.ndarray:
+        """float64 ``[P]``: the population's rewards (NaN: not evaluated)."""
+        return np.array(
+            [ind.fitness.values[0] if ind.fitness.valid else np.nan for ind in self.population]
+        )
+
+    # ------------------------------------------------------------ checkpoints
+    def agent_state(self) -> dict:
+        if self.population is None:
+            return {"genes": None, "fitness": None}
+        return {"genes": np.array(self.population, dtype=np.int64), "fitness": self.fitness()}
+
+    def load_agent_state(self, state: dict) -> None:
+        if state["genes"] is None:
+            self.population = None
+            return
+        self.population = []
+        for genes, fit in zip(np.asarray(state["genes"]), np.asarray(state["fitness"])):
+            ind = Genome(genes)
+            if np.isfinite(fit):
+                ind.fitness.values = (float(fit),)
+            self.population.append(ind)

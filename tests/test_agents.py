@@ -1,0 +1,239 @@
+"""The baseline agents behind the SearchAgent interface: budget, outputs, determinism, resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from egrl import make_env
+from egrl.agents import make_agent, names
+from egrl.agents.annealing import neighbours
+from egrl.agents.base import TIMING_COLUMNS
+from egrl.agents.greedy_dp import head_combinations
+from egrl.config import AgentConfig, TrainConfig
+from egrl.env import Env
+from hwmodels.base import Target
+from hwmodels.nnpi.target import NNPITarget
+from tests.nnpi_workloads import residual
+
+KIB = 1024
+ROOT = Path(__file__).resolve().parents[1]
+
+#: small options so that a ~100-iteration run has several generations and a trimmed last one
+OPTIONS = {
+    "random": {"batch": 16},
+    "greedy-dp": {},
+    "sa": {"chains": 4},
+    "ga": {"population": 12},
+    "nevergrad": {"batch": 8},
+    "optimum": {"time_limit_s": 30.0, "workers": 1},
+}
+AGENTS = list(OPTIONS)
+RESUMABLE = ["random", "greedy-dp", "sa", "ga", "nevergrad"]
+STOCHASTIC = ["random", "sa", "ga", "nevergrad"]
+
+
+def small_env() -> Env:
+    """A 13-node residual network whose weights do not all fit in SRAM + LLC."""
+    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
+    return make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0)
+
+
+def config(name: str, seed: int = 0, budget: int = 101, **options) -> TrainConfig:
+    return TrainConfig(
+        seed=seed,
+        budget=budget,
+        progress=False,
+        checkpoint_every=2,
+        keep_checkpoints=1000,
+        agent=AgentConfig(name=name, options={**OPTIONS[name], **options}),
+    )
+
+
+def needs(name: str) -> None:
+    if name == "nevergrad":
+        pytest.importorskip("nevergrad")
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """metrics.csv rows without the wall-clock columns."""
+    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
+
+
+def test_every_baseline_is_registered():
+    assert set(AGENTS) <= set(names())
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_run_respects_budget_and_writes_run_directory(name, tmp_path):
+    needs(name)
+    env = small_env()
+    agent = make_agent(env, config(name), tmp_path)
+    best = agent.run()
+    expected = 1 if name == "optimum" else 101
+    assert agent.iterations == expected == env.num_evaluations == len(agent.buffer)
+    rows = read_metrics(tmp_path)
+    assert int(rows[-1]["iterations"]) == expected
+    assert [int(r["generation"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert set(agent.extra_columns) <= set(rows[0])
+    for file in ("metrics.csv", "best_mapping.json", "speedup.png"):
+        assert (tmp_path / file).is_file(), file
+    assert sorted((tmp_path / "checkpoints").glob("gen_??????"))
+    # The best map re-evaluates to the recorded speedup, and best_mapping.json holds it.
+    assert best.mapping is not None and best.speedup > 0
+    ev = env.evaluate(best.mapping)
+    assert ev.valid[0] and ev.speedup[0] == pytest.approx(best.speedup)
+    saved = json.loads((tmp_path / "best_mapping.json").read_text())
+    assert saved["agent"] == name and saved["speedup"] == pytest.approx(best.speedup)
+    assert set(saved["mapping"]) == set(env.unit_names)
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_same_seed_same_run(name, tmp_path):
+    needs(name)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    make_agent(small_env(), config(name, seed=3, budget=90), a).run()
+    make_agent(small_env(), config(name, seed=3, budget=90), b).run()
+    assert read_metrics(a) == read_metrics(b)
+    if name in STOCHASTIC:
+        make_agent(small_env(), config(name, seed=4, budget=90), c).run()
+        assert read_metrics(a) != read_metrics(c)
+
+
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_resume_from_checkpoint_matches_uninterrupted_run(name, tmp_path):
+    needs(name)
+    budget = 120
+    reference = tmp_path / "reference"
+    make_agent(small_env(), config(name, seed=5, budget=budget), reference).run()
+    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
+    assert len(ckpts) >= 3
+    middle = ckpts[len(ckpts) // 2]
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
+    env = small_env()
+    agent = make_agent(env, config(name, seed=5, budget=budget), resumed)
+    assert agent.resume()
+    start = agent.iterations
+    assert 0 < start < budget
+    agent.run()
+    assert read_metrics(resumed) == read_metrics(reference)
+    # Resuming re-evaluates nothing: only the rest of the budget reached the hardware.
+    assert env.num_evaluations == budget - start
+
+
+def test_greedy_dp_beats_random_search():
+    greedy, rand = [], []
+    for seed in range(2):
+        greedy.append(make_agent(small_env(), config("greedy-dp", seed, budget=200)).run())
+        rand.append(make_agent(small_env(), config("random", seed, budget=200)).run())
+    assert np.mean([b.speedup for b in greedy]) > np.mean([b.speedup for b in rand])
+
+
+def test_greedy_dp_keeps_current_choice_on_ties_and_walks_units_in_order():
+    env = small_env()
+    agent = make_agent(env, config("greedy-dp", budget=9 * env.num_units + 9))
+    agent.run()
+    rows = agent.rows
+    assert [r["unit"] for r in rows] == list(range(env.num_units)) + [0]
+    assert rows[-1]["pass"] == 1
+    # The first pass moved some units off DRAM; the map it ends with is the best seen.
+    assert any(r["changed"] for r in rows) and agent.current.any()
+    assert env.evaluate(agent.current).reward[0] == pytest.approx(agent.best.reward)
+
+
+def test_sa_improves_over_its_start():
+    env = small_env()
+    start = env.evaluate(np.zeros((env.num_units, env.num_heads), dtype=np.int64))
+    agent = make_agent(env, config("sa", budget=200))
+    assert agent.run().speedup > start.speedup[0]
+    temps = [r["temperature"] for r in agent.rows[1:]]
+    assert temps[0] == pytest.approx(agent.options.t_start)
+    assert all(a > b for a, b in zip(temps, temps[1:]))
+
+
+def test_neighbours_change_exactly_the_requested_entries():
+    rng = np.random.default_rng(0)
+    num_choices = np.array([3, 2])
+    maps = np.stack([rng.integers(0, num_choices, size=(7, 2)) for _ in range(50)])
+    for moves in (1, 3):
+        out = neighbours(maps, num_choices, moves, rng)
+        assert ((out != maps).sum(axis=(1, 2)) == moves).all()
+        assert ((out >= 0) & (out < num_choices)).all()
+
+
+def test_head_combinations_cover_every_pair_once():
+    combos = head_combinations(np.array([3, 3]))
+    assert combos.shape == (9, 2) and len(np.unique(combos, axis=0)) == 9
+
+
+def test_optimum_records_solver_in_outputs(tmp_path):
+    agent = make_agent(small_env(), config("optimum", budget=50), tmp_path)
+    agent.run()
+    saved = json.loads((tmp_path / "best_mapping.json").read_text())
+    assert saved["solver"]["status"] == "OPTIMAL" and saved["solver"]["proven"] is True
+    assert saved["solver"]["latency_s"] == pytest.approx(saved["latency_s"])
+    assert read_metrics(tmp_path)[0]["solver_status"] == "OPTIMAL"
+
+
+class NoSolverTarget(NNPITarget):
+    optimum = Target.optimum
+
+
+def test_optimum_refuses_targets_without_solver():
+    env = small_env()
+    target = NoSolverTarget(env.target.params, env.workload)
+    with pytest.raises(ValueError, match="NoSolverTarget.*no"):
+        make_agent(Env(target, env.workload), config("optimum"))
+
+
+def test_unknown_and_bad_options_name_the_agent():
+    with pytest.raises(KeyError, match="'sa'.*temprature"):
+        make_agent(small_env(), config("sa", temprature=1.0))
+    with pytest.raises(ValueError, match="'ga'.*crossover"):
+        make_agent(small_env(), config("ga", crossover="one_point"))
+    with pytest.raises(ValueError, match="'random'.*batch"):
+        make_agent(small_env(), config("random", batch=0))
+
+
+def test_nevergrad_missing_says_how_to_install(monkeypatch):
+    from egrl.agents.ngopt import import_nevergrad
+
+    monkeypatch.setitem(sys.modules, "nevergrad", None)
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[nevergrad\]"'):
+        import_nevergrad()
+
+
+def test_egrl_train_runs_a_baseline(tmp_path):
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "egrl.cli.train",
+            "agent=sa",
+            "workload.name=resnet18",
+            "budget=60",
+            "progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = read_metrics(run_dir)
+    assert int(rows[-1]["iterations"]) == 60 and "temperature" in rows[0]
+    saved = json.loads((run_dir / "best_mapping.json").read_text())
+    assert saved["agent"] == "sa" and saved["workload"] == "resnet18"
