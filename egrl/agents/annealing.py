@@ -1,12 +1,14 @@
 """Simulated annealing on the integer map, ``chains`` independent chains in lock-step.
 
-Each chain holds a map and its reward. One generation proposes one neighbour per chain
+Each chain holds a map and its reward. One move proposes one neighbour per chain
 (``moves`` distinct (unit, head) entries of the map set to a different choice, uniformly)
 and evaluates all proposals in one batch; each chain accepts its proposal by the
 Metropolis rule on the reward (maximised): always if it is not worse, else with
 probability ``exp((r_new - r) / T)``. The temperature follows a geometric schedule from
-``t_start`` to ``t_end`` over the generations the budget allows, so the whole schedule is
-spent whatever the budget. The first generation evaluates the distinct starting maps.
+``t_start`` to ``t_end`` over the moves the budget allows, so the whole schedule is spent
+whatever the budget. The first generation evaluates the distinct starting maps; every
+later one makes ``steps`` moves (a generation is only the grain of metrics.csv and of
+checkpoints: the search is the same whatever ``steps``).
 
 Rewards are EGRL's (Algorithm 1): ``speedup ** 2`` for valid maps, minus the ratio of
 re-assigned bytes for invalid ones, so temperatures are in those units.
@@ -38,7 +40,8 @@ class AnnealingOptions:
     """Parameters of ``agent=sa``.
 
     Attributes:
-        chains: independent chains, i.e. maps per generation (one ``env.evaluate`` call).
+        chains: independent chains, i.e. maps per move (one ``env.evaluate`` call).
+        steps: moves of every chain per generation (``chains * steps`` evaluations).
         moves: (unit, head) entries changed by one proposal.
         t_start: temperature of the first move.
         t_end: temperature of the last move the budget allows.
@@ -46,6 +49,7 @@ class AnnealingOptions:
     """
 
     chains: int = 2
+    steps: int = 10
     moves: int = 2
     t_start: float = 0.02
     t_end: float = 1e-4
@@ -84,7 +88,14 @@ class SimulatedAnnealing(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(AnnealingOptions, cfg)
-        check_positive(self.name, chains=o.chains, moves=o.moves, t_start=o.t_start, t_end=o.t_end)
+        check_positive(
+            self.name,
+            chains=o.chains,
+            steps=o.steps,
+            moves=o.moves,
+            t_start=o.t_start,
+            t_end=o.t_end,
+        )
         check_choice(self.name, "start", o.start, STARTS)
         if o.moves > env.num_units * env.num_heads:
             raise ValueError(
@@ -103,8 +114,24 @@ class SimulatedAnnealing(SearchAgent):
         return o.t_start * (o.t_end / o.t_start) ** min(frac, 1.0)
 
     def step(self) -> dict:
+        """``steps`` Metropolis moves of every chain (the first generation: the starts)."""
         if self.current is None:
             return self._start()
+        temps, accepted = [], []
+        for _ in range(self.options.steps):
+            if self.done:
+                break
+            temps.append(self.temperature(self.moves_done))
+            accepted.append(self._move(temps[-1]))
+        return {
+            "temperature": temps[-1],
+            "accept_rate": float(np.concatenate(accepted).mean()),
+            "chain_mean_reward": float(self.reward.mean()),
+        }
+
+    def _move(self, temp: float) -> np.ndarray:
+        """One proposal per chain, evaluated as one batch; returns bool ``[C']``: accepted
+        (``C' < C`` when the budget cut the batch)."""
         proposals = self.timer.measure(
             "evolution",
             neighbours,
@@ -115,7 +142,6 @@ class SimulatedAnnealing(SearchAgent):
         )
         ev = self.evaluate(proposals, "sa")
         k = len(ev)
-        temp = self.temperature(self.moves_done)
         delta = ev.reward - self.reward[:k]
         # Metropolis: accept if not worse, else with probability exp(delta / T).
         with np.errstate(over="ignore"):
@@ -123,11 +149,7 @@ class SimulatedAnnealing(SearchAgent):
         self.current[:k][accept] = proposals[:k][accept]
         self.reward[:k][accept] = ev.reward[accept]
         self.moves_done += 1
-        return {
-            "temperature": temp,
-            "accept_rate": float(accept.mean()),
-            "chain_mean_reward": float(self.reward.mean()),
-        }
+        return accept
 
     def _start(self) -> dict:
         """Evaluate the distinct starting maps; fit the schedule to the rest of the budget."""
