@@ -272,8 +272,8 @@ def test_pretrain_cli_trains_and_writes_the_transfer_outputs(tmp_path, capsys):
         files[name] = tmp_path / f"{name}.json"
         w.save(files[name])
     out = tmp_path / "pre"
-    argv = ["pretrain", "--train", str(files["a"]), str(files["b"])]
-    argv += ["--holdout", str(files["held"]), "--budget", "20", "--seed", "1", "--out", str(out)]
+    argv = ["pretrain", "--train", str(files["a"]), str(files["b"]), "--budget", "20"]
+    argv += ["--seed", "1", "--out", str(out), "--holdout", str(files["held"])]
     argv += ["policy.hidden=16", "policy.out=16", "policy.depth=2", "policy.heads=2"]
     argv += ["learner.batch_size=4", "learner.burn_in=4", "snapshot_every=2", "samples=2"]
     argv += ["progress=false", "+hwmodel.params.sram_mib=1.0", "+hwmodel.params.llc_mib=2.0"]

@@ -83,8 +83,9 @@ def pretrain_main(argv: list[str]) -> int:
         "--config", default="pretrain", help="config under configs/transfer/ (default pretrain)"
     )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. policy.hidden=32")
-    args = parser.parse_args(argv)
-    overrides = list(args.overrides)
+    # key=value arguments are overrides wherever they stand (not workloads of --holdout).
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = parser.parse_args([a for a in argv if a not in overrides])
     for key in ("train", "holdout"):
         values = getattr(args, key)
         if values is not None:
