@@ -54,7 +54,7 @@ class LearnerConfig:
     num_learners: int = 1
     rollouts: int = 1
     clean_rollouts: int = 1
-    noise_std: float = 1.0
+    noise_std: float = 0.3
     buffer_size: int = 100_000
     batch_size: int = 24
     gradient_ratio: float = 1.0
