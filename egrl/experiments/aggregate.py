@@ -24,6 +24,7 @@ from egrl.experiments.optimum import OptimumInfo, optimum_speedups
 from egrl.experiments.runs import Problem, Run, collect_runs
 from egrl.experiments.summary import (
     BASE_KEYS,
+    PAPER_WORKLOADS,
     GroupStats,
     missing_runs,
     split_reference,
@@ -38,9 +39,6 @@ from egrl.experiments.tables import (
 )
 
 log = logging.getLogger(__name__)
-
-#: the EGRL paper's workloads, in its order; other workloads follow alphabetically
-PAPER_WORKLOADS = ("resnet50", "resnet101", "bert-base")
 
 
 @dataclass

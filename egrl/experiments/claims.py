@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from egrl.experiments.summary import GroupStats
+from egrl.experiments.summary import PAPER_AGENTS, PAPER_WORKLOADS, GroupStats
 from egrl.experiments.tables import mean_std
 
-PAPER_ORDER = ("egrl", "ea", "greedy-dp", "pg")
-PAPER_WORKLOADS = ("resnet50", "resnet101", "bert-base")
+#: the paper's claimed order of final speedups, best first
+PAPER_ORDER = PAPER_AGENTS
 NAMES = {"egrl": "EGRL", "ea": "EA", "greedy-dp": "Greedy-DP", "pg": "PG"}
 
 HOLDS = "holds"

@@ -18,15 +18,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from egrl.experiments.curves import common_grid, mean_band  # noqa: E402
 from egrl.experiments.optimum import OptimumInfo  # noqa: E402
 from egrl.experiments.runs import Run  # noqa: E402
-from egrl.experiments.summary import group_key, natural_key  # noqa: E402
-
-#: the paper's agents first, in its legend order; others after, alphabetically
-AGENT_ORDER = ("egrl", "ea", "greedy-dp", "pg")
+from egrl.experiments.summary import PAPER_AGENTS, group_key, group_order  # noqa: E402
 
 
 def agent_colors(agents: Sequence[str]) -> dict[str, tuple]:
     """A fixed colour per agent (same colour in every figure of a study)."""
-    ordered = [a for a in AGENT_ORDER if a in agents] + sorted(set(agents) - set(AGENT_ORDER))
+    ordered = [a for a in PAPER_AGENTS if a in agents] + sorted(set(agents) - set(PAPER_AGENTS))
     cmap = plt.get_cmap("tab10")
     return {a: cmap(i % 10) for i, a in enumerate(ordered)}
 
@@ -58,7 +55,7 @@ def plot_workload(
     styles = ("-", "--", ":", "-.")
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     seen: dict[str, int] = {}
-    for values in sorted(groups, key=lambda v: _legend_rank(dict(zip(keys, v)))):
+    for values in sorted(groups, key=lambda v: group_order(dict(zip(keys, v)))):
         members = groups[values]
         setting = dict(zip(keys, values))
         agent = setting["agent"]
@@ -90,10 +87,3 @@ def plot_workload(
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-def _legend_rank(setting: dict[str, str]) -> tuple:
-    agent = setting["agent"]
-    rank = AGENT_ORDER.index(agent) if agent in AGENT_ORDER else len(AGENT_ORDER)
-    rest = tuple(v for k, v in sorted(setting.items()) if k not in ("workload", "agent"))
-    return (rank, agent, natural_key(rest))

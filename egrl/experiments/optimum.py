@@ -1,7 +1,7 @@
 """The optimum's speedup per workload: the reference line of every figure and table.
 
 Sources, in order: a finished run of the ``optimum`` agent on that workload (its final
-best speedup; ``proven`` and ``gap`` from its metrics.csv when it records them); the cache
+best speedup; ``solver_proven`` and ``solver_gap`` from its metrics.csv); the cache
 ``optimum.json`` in the output directory; a fresh ``env.optimum(time_limit_s)`` solve,
 which is then cached. Entries are keyed by hardware model, its parameters and workload.
 """
@@ -59,17 +59,24 @@ def cache_key(hwmodel: str, params: dict, workload: str) -> str:
     return f"{hwmodel}/{workload}" + (f"?{json.dumps(params, sort_keys=True)}" if params else "")
 
 
+def _float(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 def _from_agent_run(run: Run) -> OptimumInfo:
     row = run.last_row
-    proven = str(row.get("proven", "")).strip().lower()
-    gap = row.get("gap", "")
+    proven = str(row.get("solver_proven", row.get("proven", ""))).strip().lower()
+    gap = row.get("solver_gap", row.get("gap", ""))
     return OptimumInfo(
         workload=run.workload,
         hwmodel=run.hwmodel,
         params=hw_params(run),
         speedup=run.final_speedup,
         proven={"true": True, "1": True, "false": False, "0": False}.get(proven),
-        gap=float(gap) if gap not in ("", None) else float("nan"),
+        gap=_float(gap),
         source=f"optimum agent run {run.path}",
         wall_s=run.final_wall_s,
     )

@@ -12,9 +12,10 @@ import platform
 from collections.abc import Sequence
 from pathlib import Path
 
-from egrl.experiments.aggregate import PAPER_WORKLOADS, Aggregate
+from egrl.experiments.aggregate import Aggregate
 from egrl.experiments.claims import NAMES, PAPER_ORDER, Claim, paper_claims
 from egrl.experiments.launch import SweepRecord
+from egrl.experiments.summary import PAPER_WORKLOADS
 from egrl.experiments.tables import final_table, optimum_table, pivot_table, problems_list
 
 #: the paper's final speedups on the NNP-I chip (EGRL paper, section 5; FACTS.md)

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.experiments.runs import Problem, Run, format_value
+from egrl.experiments.runs import REFERENCE_AGENTS, Problem, Run, format_value
 
 BASE_KEYS = ("workload", "agent")
+#: the EGRL paper's workloads and agents in its order; others follow alphabetically
+PAPER_WORKLOADS = ("resnet50", "resnet101", "bert-base")
+PAPER_AGENTS = ("egrl", "ea", "greedy-dp", "pg")
 #: keys never used to group (the sample index, and keys that do not change results)
 _NOT_GROUPING = {
     "seed",
@@ -28,8 +31,6 @@ _NOT_GROUPING = {
     "keep_checkpoints",
     "snapshot_every",
 }
-#: agents that give the reference, not a competitor (see :mod:`egrl.experiments.optimum`)
-REFERENCE_AGENTS = ("optimum",)
 
 
 def _groupable(key: str) -> bool:
@@ -103,7 +104,7 @@ def summarize(runs: Sequence[Run], keys: Sequence[str] | None = None) -> list[Gr
     for run in runs:
         groups.setdefault(group_key(run, keys), []).append(run)
     out = []
-    for values in sorted(groups, key=natural_key):
+    for values in sorted(groups, key=lambda v: group_order(dict(zip(keys, v)))):
         members = sorted(groups[values], key=lambda r: r.seed)
         out.append(
             GroupStats(
@@ -116,6 +117,17 @@ def summarize(runs: Sequence[Run], keys: Sequence[str] | None = None) -> list[Gr
             )
         )
     return out
+
+
+def group_order(setting: dict[str, str]) -> tuple:
+    """Sort key: paper workloads, then paper agents in the paper's order, then the rest."""
+
+    def rank(value: str, known: tuple[str, ...]) -> int:
+        return known.index(value) if value in known else len(known)
+
+    w, a = setting.get("workload", ""), setting.get("agent", "")
+    rest = tuple(v for k, v in setting.items() if k not in BASE_KEYS)
+    return (rank(w, PAPER_WORKLOADS), w, rank(a, PAPER_AGENTS), a, natural_key(rest))
 
 
 def natural_key(values: tuple[str, ...]) -> tuple:
@@ -163,6 +175,7 @@ __all__ = [
     "GroupStats",
     "format_value",
     "group_key",
+    "group_order",
     "missing_runs",
     "natural_key",
     "split_reference",

@@ -67,7 +67,7 @@ def final_table(groups: Sequence[GroupStats], optimum: dict[str, OptimumInfo]) -
             str(g.n),
             mean_std(g.mean, g.std),
             f"{g.finals.min():.3f} – {g.finals.max():.3f}",
-            f"{g.wall_mean:.0f}",
+            f"{g.wall_mean:.1f}",
             _optimum_cell(opt),
             share,
         ]
@@ -99,7 +99,7 @@ def pivot_table(
             if g is None:
                 row.append("–")
             elif value == "wall":
-                row.append(f"{g.wall_mean:.0f}")
+                row.append(f"{g.wall_mean:.1f}")
             else:
                 row.append(f"{mean_std(g.mean, g.std)} (n={g.n})")
         lines.append(f"| {label} | " + " | ".join(row) + " |")
