@@ -4,10 +4,9 @@ The map is one ``ng.p.Array`` of shape ``[N, H]`` with integer casting, bounded 
 ``[-0.5, choices - 0.5]`` per head so that rounding gives every choice the same width.
 On this parametrization NGOpt picks a discrete (1+1) evolution strategy
 (``DoubleFastGADiscreteOnePlusOne`` with nevergrad 1.0.12, at the budgets and batch sizes
-tried), whose ask/tell costs about a millisecond; the alternatives, ``ng.p.Choice`` or
-``ng.p.TransitionChoice`` per head, made NGOpt pick CMA-based chains that were several
-times slower per iteration and found worse maps on ResNet-50 at 600 iterations
-(``docs/agents.md``). The optimizer is built with ``budget = cfg.budget`` and
+tried); ``ng.p.Choice`` or ``ng.p.TransitionChoice`` per head made NGOpt pick optimizers
+that were several times slower per iteration and found worse maps on ResNet-50 at 600
+iterations (``docs/agents.md``). The optimizer is built with ``budget = cfg.budget`` and
 ``num_workers = batch``; a generation asks ``batch`` candidates, evaluates them in one
 call and tells each its loss, the negated reward.
 
