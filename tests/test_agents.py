@@ -204,6 +204,8 @@ def test_unknown_and_bad_options_name_the_agent():
         make_agent(small_env(), config("sa", temprature=1.0))
     with pytest.raises(ValueError, match="'ga'.*crossover"):
         make_agent(small_env(), config("ga", crossover="one_point"))
+    with pytest.raises(ValueError, match="'ga'.*nothing varies"):
+        make_agent(small_env(), config("ga", cxpb=0.0, mutpb=0.0))
     with pytest.raises(ValueError, match="'random'.*batch"):
         make_agent(small_env(), config("random", batch=0))
 

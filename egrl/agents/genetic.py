@@ -30,6 +30,8 @@ from egrl.env import Env
 from populations.deap_bridge import MaxFitness, seeded_random
 
 CROSSOVERS = ("two_point", "uniform")
+#: generations without any changed individual after which the GA gives up
+MAX_FREE_GENERATIONS = 1000
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class GeneticAlgorithm(SearchAgent):
         for key in ("cxpb", "mutpb") + (() if o.indpb is None else ("indpb",)):
             if not 0 <= getattr(o, key) <= 1:
                 raise ValueError(f"agent {self.name!r}: option {key} must be in [0, 1]")
+        if o.cxpb == 0 and o.mutpb == 0:
+            raise ValueError(f"agent {self.name!r}: cxpb and mutpb are both 0: nothing varies")
         if not 0 <= o.elites < o.population:
             raise ValueError(f"agent {self.name!r}: elites must be in 0..population-1")
         self.shape = (env.num_units, env.num_heads)
@@ -114,13 +118,18 @@ class GeneticAlgorithm(SearchAgent):
         """Next generation: elites + varAnd(tournament); repeated until one needs evaluating."""
         o = self.options
         with seeded_random(self.rng):
-            while True:
+            for _ in range(MAX_FREE_GENERATIONS):
                 elites = [self.toolbox.clone(i) for i in tools.selBest(self.population, o.elites)]
                 chosen = self.toolbox.select(self.population, o.population - o.elites)
                 offspring = elites + algorithms.varAnd(chosen, self.toolbox, o.cxpb, o.mutpb)
                 if any(not ind.fitness.valid for ind in offspring):
                     return offspring
                 self.population = offspring  # nothing changed: a free generation
+        raise RuntimeError(
+            f"agent {self.name!r}: {MAX_FREE_GENERATIONS} generations in a row changed no "
+            f"individual (cxpb={o.cxpb}, mutpb={o.mutpb}, population={o.population}, "
+            f"elites={o.elites})"
+        )
 
     def fitness(self) -> np.ndarray:
         """float64 ``[P]``: the population's rewards (NaN: not evaluated)."""
