@@ -122,29 +122,25 @@ def main() -> None:
         node[leaf] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
 
     jobs = [(w, s) for w in args.workloads for s in args.seeds]
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "egrl_runs.json"
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
+    merged = json.loads(out.read_text())["runs"] if out.exists() else []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(one_run, w, s, args.budget, overrides) for w, s in jobs]
-        runs = []
         for f in futures:
             r = f.result()
             print(
                 f"{r['workload']} seed {r['seed']}: speedup {r['best_speedup']:.4f}, {r['wall_s']:.0f} s",
                 flush=True,
             )
-            runs.append(r)
-
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "egrl_runs.json"
-    previous = json.loads(out.read_text())["runs"] if out.exists() else []
-    keep = [
-        r
-        for r in previous
-        if (r["workload"], r["seed"], r["budget"])
-        not in {(x["workload"], x["seed"], x["budget"]) for x in runs}
-    ]
-    merged = keep + runs
+            key = (r["workload"], r["seed"], r["budget"])
+            merged = [x for x in merged if (x["workload"], x["seed"], x["budget"]) != key] + [r]
+            # Written after every run: a long study interrupted half-way keeps what it measured.
+            out.write_text(
+                json.dumps({"machine": machine, "overrides": overrides, "runs": merged}, indent=1)
+            )
     optimum = optimum_speedups(sorted({r["workload"] for r in merged}), args.optimum_time)
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
     out.write_text(
         json.dumps(
             {"machine": machine, "overrides": overrides, "runs": merged, "optimum": optimum},
