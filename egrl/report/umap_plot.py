@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from egrl.report.runs import Run
 from egrl.report.selection import map_set, one_hot, subsample
@@ -130,52 +131,62 @@ def umap_panel(
     )
 
 
+def _arrow_text_position(xy: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """Where the arrow's label goes: a fifth of the plot's span from ``point``, inwards."""
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    inwards = np.where(point <= (lo + hi) / 2, 1.0, -1.0)
+    return point + 0.2 * span * inwards
+
+
 def draw_umap(ax: Axes, panel: UmapPanel) -> None:
-    """Draw one Figure 5 panel on ``ax``."""
+    """Draw one Figure 5 panel on ``ax`` (legend below the axes)."""
     xy = panel.coords
     run_maps = np.ones(len(xy), dtype=bool)  # rows the run evaluated
     run_maps[panel.compiler] = panel.compiler_evaluated
     other = panel.valid & ~panel.competitive & ~panel.best
     layers = (
-        (~panel.valid, dict(s=5, c="0.78", label="invalid")),
-        (other, dict(s=7, c="tab:blue", alpha=0.45, label="valid")),
+        (~panel.valid, "invalid", dict(s=5, c="0.75")),
+        (other, "valid", dict(s=7, c="tab:blue", alpha=0.45)),
         (
             panel.competitive,
-            dict(
-                s=14, c="tab:orange", label=f"compiler-competitive (±{panel.competitive_tol:.0%})"
-            ),
+            f"compiler-competitive (±{panel.competitive_tol:.0%})",
+            dict(s=14, c="tab:orange"),
         ),
         (
             panel.best,
-            dict(s=22, c="tab:red", label=f"best ({panel.best_rule}; {panel.best_speedup:.3f}x)"),
+            f"best ({panel.best_rule}; {panel.best_speedup:.3f}x)",
+            dict(s=22, c="tab:red"),
         ),
     )
-    for mask, style in layers:
+    handles = []
+    for mask, label, style in layers:
         mask = mask & run_maps
-        style["label"] += f": {int(mask.sum())}"
         ax.scatter(xy[mask, 0], xy[mask, 1], linewidths=0, **style)
-    cx, cy = xy[panel.compiler]
-    ax.scatter(
-        [cx],
-        [cy],
-        marker="*",
-        s=260,
-        c="gold",
-        edgecolors="black",
-        linewidths=0.8,
-        zorder=5,
-        label="compiler's map"
-        + ("" if panel.compiler_evaluated else " (not evaluated by the run)"),
-    )
-    span = np.ptp(xy, axis=0) if len(xy) > 1 else np.ones(2)
-    span = np.where(span > 0, span, 1.0)
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                ls="",
+                color=style["c"],
+                markersize=5,
+                label=f"{label}: {int(mask.sum())}",
+            )
+        )
+    point = xy[panel.compiler]
+    star = dict(marker="*", color="gold", markeredgecolor="black", markeredgewidth=0.8)
+    ax.plot(*point, ls="", markersize=17, zorder=5, **star)
+    note = "" if panel.compiler_evaluated else " (not evaluated by the run)"
+    handles.append(Line2D([], [], ls="", markersize=10, label="compiler's map" + note, **star))
     ax.annotate(
         "compiler",
-        xy=(cx, cy),
-        xytext=(cx + 0.18 * span[0], cy + 0.18 * span[1]),
+        xy=tuple(point),
+        xytext=tuple(_arrow_text_position(xy, point)),
         color="red",
         fontsize=9,
-        arrowprops=dict(arrowstyle="-|>", color="red", lw=1.6),
+        ha="center",
+        arrowprops=dict(arrowstyle="-|>", color="red", lw=1.6, shrinkB=7),
         zorder=6,
     )
     shown = len(xy) - (0 if panel.compiler_evaluated else 1)
@@ -184,7 +195,14 @@ def draw_umap(ax: Axes, panel: UmapPanel) -> None:
     ax.set_ylabel("UMAP 2")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.legend(loc="best", fontsize=7, markerscale=1.2, framealpha=0.85)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.07),
+        ncol=2,
+        fontsize=7,
+        frameon=False,
+    )
 
 
 def plot_umap(panels: Sequence[UmapPanel], path: str | Path, ncols: int = 3) -> Path:
@@ -194,7 +212,7 @@ def plot_umap(panels: Sequence[UmapPanel], path: str | Path, ncols: int = 3) -> 
     path = Path(path)
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(5.2 * ncols, 4.8 * nrows), dpi=110, layout="constrained")
+    fig = Figure(figsize=(5.2 * ncols, 5.3 * nrows), dpi=110, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, panel in zip(axes, panels):
         draw_umap(ax, panel)
