@@ -147,6 +147,9 @@ def test_missing_files_are_named(runs, tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(no_ckpt) in err and "state.json" in err
 
+    assert egrl_report([str(runs[0][0]), "--max-maps", "0"]) == 1
+    assert "max_maps must be >= 1" in capsys.readouterr().err
+
     no_cfg = tmp_path / "no_cfg"
     shutil.copytree(runs[0][0], no_cfg)
     (no_cfg / "config.yaml").unlink()

@@ -70,15 +70,15 @@ def output_dirs(run_dirs: list[Path], out: Path | None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    options = ReportOptions(
-        max_maps=args.max_maps,
-        competitive_tol=args.competitive_tol,
-        best_within=args.best_within,
-        top=args.top,
-        seed=args.seed,
-        umap=not args.no_umap,
-    )
     try:
+        options = ReportOptions(
+            max_maps=args.max_maps,
+            competitive_tol=args.competitive_tol,
+            best_within=args.best_within,
+            top=args.top,
+            seed=args.seed,
+            umap=not args.no_umap,
+        )
         runs = [load_run(d) for d in args.run_dirs]
     except (FileNotFoundError, ValueError) as exc:
         print(f"egrl-report: {exc}", file=sys.stderr)

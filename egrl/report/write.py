@@ -37,6 +37,16 @@ class ReportOptions:
     seed: int = 0
     umap: bool = True
 
+    def __post_init__(self) -> None:
+        if self.max_maps < 1:
+            raise ValueError(f"max_maps must be >= 1, got {self.max_maps}")
+        if self.competitive_tol < 0:
+            raise ValueError(f"competitive_tol must be >= 0, got {self.competitive_tol}")
+        if not 0 <= self.best_within < 1:
+            raise ValueError(f"best_within must be in [0, 1), got {self.best_within}")
+        if self.top is not None and self.top < 1:
+            raise ValueError(f"top must be >= 1, got {self.top}")
+
 
 @dataclass
 class RunReport:
