@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from egrl.experiments import aggregate, collect_runs, step_values, swept_keys
+from egrl.experiments import aggregate, collect_runs, step_values, sweep_record, swept_keys
 from egrl.experiments.claims import FAILS, HOLDS, PARTIAL, UNMEASURED, paper_claims, read_transfer
 from egrl.experiments.optimum import CACHE_FILE, optimum_speedups
 from egrl.experiments.results_page import render
@@ -350,6 +350,9 @@ def test_multirun_with_joblib_launcher_then_aggregate(tmp_path):
     record = yaml.safe_load((sweep / "multirun.yaml").read_text())
     assert record["hydra"]["launcher"]["n_jobs"] == 2
     assert "JoblibLauncher" in record["hydra"]["launcher"]["_target_"]
+    command = sweep_record(sweep).command
+    assert command.startswith("egrl-train -m experiment=compare agent=random,ea seed=0,1 ")
+    assert "hydra.launcher.n_jobs=2" in command and "hydra.mode" not in command
     agg_dir = sweep / "aggregate"
     curves = list(csv.DictReader(open(agg_dir / "curves.csv", encoding="utf-8")))
     assert {(r["agent"], r["seed"]) for r in curves} == {

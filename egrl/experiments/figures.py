@@ -82,7 +82,7 @@ def plot_workload(
     ax.set_title(f"{workload}: mean ± 1 std over seeds")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -36,7 +36,9 @@ class SweepRecord:
     @property
     def command(self) -> str:
         """The ``egrl-train -m`` command line that produced the sweep."""
-        args = [*self.task_overrides, *self.hydra_overrides]
+        implied = ("hydra.mode=",)  # -m sets it
+        hydra = [o for o in self.hydra_overrides if not o.startswith(implied)]
+        args = [*self.task_overrides, *hydra]
         return "egrl-train -m " + " ".join(shlex.quote(a) for a in args)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from egrl.experiments.optimum import OptimumInfo
 from egrl.experiments.runs import Problem
-from egrl.experiments.summary import BASE_KEYS, GroupStats
+from egrl.experiments.summary import BASE_KEYS, GroupStats, group_order
 
 FINAL_COLUMNS = (
     "n",
@@ -115,7 +115,7 @@ def optimum_table(optimum: dict[str, OptimumInfo]) -> str:
         "| workload | optimum speedup | proven / gap | solver wall s | source |",
         "|---|---:|---|---:|---|",
     ]
-    for w in sorted(optimum):
+    for w in sorted(optimum, key=lambda w: group_order({"workload": w})):
         o = optimum[w]
         wall = f"{o.wall_s:.1f}" if math.isfinite(o.wall_s) else "–"
         lines.append(f"| {w} | {o.speedup:.4f} | {o.tag} | {wall} | {o.source} |")
