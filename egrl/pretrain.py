@@ -27,7 +27,6 @@ checkpoint/resume: a pretraining run is restarted from its seed.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import time
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from egrl.agents.base import to_numpy_maps
+from egrl.agents.base import append_metrics_row, to_numpy_maps
 from egrl.config import LearnerConfig, PolicyConfig
 from egrl.env import Env
 from egrl.replay import ReplayBuffer
@@ -283,13 +282,7 @@ class MultiWorkloadPretrainer:
 
     # ---------------------------------------------------------------- outputs
     def _append_metrics(self, row: dict) -> None:
-        path = self.run_dir / "metrics.csv"
-        new = not path.exists()
-        with open(path, "a", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_metrics_row(self.run_dir / "metrics.csv", self.columns, row)
 
     def save_snapshot(self) -> Path:
         """``policies/iter_XXXXXX.safetensors`` with the actor under the ``learner.`` prefix."""

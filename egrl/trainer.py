@@ -229,24 +229,21 @@ class Trainer(SearchAgent):
     def save_policy_snapshot(self) -> Path:
         """``policies/iter_XXXXXX.safetensors``: the lead learner's actor and the best GNN member.
 
-        Keys are prefixed ``learner.`` and ``champion.``; the metadata (JSON strings) records
-        the iteration, the generation, the policy sizes and the workload it was trained on.
+        Keys are prefixed ``learner.`` and ``champion.``; the metadata records the iteration,
+        the generation, the policy sizes and the workload it was trained on
+        (:func:`egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
         """
-        from safetensors.torch import save_file
+        from egrl.transfer import write_snapshot
 
-        tensors: dict[str, torch.Tensor] = {}
+        actors: dict[str, torch.nn.Module] = {}
         if self.portfolio is not None:
-            actor = self.portfolio.learners[self._lead_learner()].actor
-            tensors.update({f"learner.{k}": v for k, v in actor.state_dict().items()})
+            actors["learner"] = self.portfolio.learners[self._lead_learner()].actor
         if self.population is not None:
             members = self.population.indices("gnn")
             known = members[self.population.evaluated[members]]
             if len(known):
                 best = int(known[np.argmax(self.population.fitness[known])])
-                champion = self.population.gnn(best).state_dict()
-                tensors.update({f"champion.{k}": v for k, v in champion.items()})
-        path = self.run_dir / "policies" / f"iter_{self.iterations:06d}.safetensors"
-        path.parent.mkdir(exist_ok=True)
+                actors["champion"] = self.population.gnn(best)
         meta = {
             "iterations": str(self.iterations),
             "generation": str(self.generation),
@@ -255,8 +252,8 @@ class Trainer(SearchAgent):
             "in_dim": str(int(self.env.graph.x.shape[1])),
             "num_choices": json.dumps(self.num_choices),
         }
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path), meta)
-        return path
+        path = self.run_dir / "policies" / f"iter_{self.iterations:06d}.safetensors"
+        return write_snapshot(path, actors, meta)
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:

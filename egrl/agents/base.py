@@ -224,13 +224,7 @@ class SearchAgent:
 
     # ---------------------------------------------------------------- outputs
     def _append_metrics(self, row: dict) -> None:
-        path = self.run_dir / "metrics.csv"
-        new = not path.exists()
-        with open(path, "a", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_metrics_row(self.run_dir / "metrics.csv", self.columns, row)
 
     def write_outputs(self) -> None:
         """The best map as JSON keyed by unit name, and the speedup-vs-iterations plot."""
@@ -321,6 +315,16 @@ class SearchAgent:
             self.iterations,
         )
         return True
+
+
+def append_metrics_row(path: Path, columns: tuple[str, ...], row: dict) -> None:
+    """Append one row to a metrics CSV, writing the header first if the file is new."""
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def to_numpy_maps(maps) -> np.ndarray:
