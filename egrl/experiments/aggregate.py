@@ -103,8 +103,11 @@ def aggregate(
     extra = list(keys) if keys is not None else swept_keys(runs)
     group_keys = (*BASE_KEYS, *[k for k in extra if k not in BASE_KEYS])
     groups = summarize(runs, group_keys)
-    known = found.incomplete + found.failed
-    problems = found.problems + missing_runs(runs, group_keys, split_reference(known)[0])
+    known = split_reference(found.incomplete + found.failed)[0]
+    problems = list(found.problems)
+    for root in map(Path, roots):  # each sweep is its own grid
+        mine = [r for r in runs if _under(r.path, root)]
+        problems += missing_runs(mine, group_keys, [r for r in known if _under(r.path, root)])
     out = Path(out_dir) if out_dir is not None else None
     optimum = optimum_speedups(
         runs, reference, cache_dir=out, time_limit_s=optimum_time_s, solve=solve_optimum
@@ -131,6 +134,10 @@ def aggregate(
         agg.figures = draw_figures(agg, Path(figure_dir) if figure_dir is not None else out)
     (out / "summary.md").write_text(summary_markdown(agg), encoding="utf-8")
     return agg
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def draw_figures(agg: Aggregate, figure_dir: Path) -> dict[str, Path]:

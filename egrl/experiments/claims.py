@@ -11,8 +11,8 @@ transfer outputs) and returns a :class:`Claim` with a verdict and the numbers be
   another without training (its greedy map), reaches a speedup above 1 at some snapshot.
 
 A verdict is ``holds``, ``does not hold``, ``holds where measured`` (some cells missing),
-``holds for some pairs`` (zero-shot) or ``not measured``. Two means whose mean ± std intervals overlap are flagged "within one
-std": the order is measured but not clearly separated.
+``holds for some pairs`` (zero-shot) or ``not measured``. Neighbours in the observed order whose mean ± std intervals overlap
+are flagged "[within one std]": the order is measured but not clearly separated.
 """
 
 from __future__ import annotations
@@ -94,13 +94,12 @@ def check_ordering(table: dict[tuple[str, str], GroupStats]) -> Claim:
         ok = all(table[w, a].mean > table[w, b].mean for a, b in zip(measured, measured[1:]))
         verdicts.append(HOLDS if ok else FAILS)
         observed = sorted(measured, key=lambda a: -table[w, a].mean)
-        parts = []
-        for i, a in enumerate(observed):
-            text = f"{NAMES[a]} {_fmt(table[w, a])}"
-            if i + 1 < len(observed) and not _separated(table[w, a], table[w, observed[i + 1]]):
-                text += " [within one std of the next]"
-            parts.append(text)
-        line = f"{w}: observed {' > '.join(parts)}"
+        line = f"{w}: observed {NAMES[observed[0]]} {_fmt(table[w, observed[0]])}"
+        for a, b in zip(observed, observed[1:]):
+            first, second = table[w, a], table[w, b]
+            sign = "=" if first.mean == second.mean else ">"
+            flag = "" if _separated(first, second) else " [within one std]"
+            line += f" {sign}{flag} {NAMES[b]} {_fmt(second)}"
         if missing:
             line += f"; not measured: {', '.join(missing)}"
         evidence.append(line)

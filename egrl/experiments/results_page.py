@@ -124,8 +124,8 @@ def render(
         f"- Finished runs: {len(agg.runs)}; left out: {len(agg.problems)} (listed at the end).",
         f"- Machine: {machine()}; "
         + (
-            f"{', '.join(map(str, n_jobs))} runs in parallel, one torch thread each "
-            "(wall times include that sharing)."
+            f"runs in parallel: {' or '.join(map(str, n_jobs))} (per sweep), one torch thread "
+            "each; wall times include that sharing and any other load on the machine."
             if n_jobs
             else "parallelism not recorded."
         ),
@@ -174,7 +174,7 @@ def render(
             if transfer_sources
             else ""
         )
-        + '. "within one std" marks neighbours whose mean ± std intervals overlap.',
+        + '. "[within one std]" marks neighbours whose mean ± std intervals overlap.',
         "",
         claims_section(paper_claims(agg.groups, transfer_rows)),
         "",

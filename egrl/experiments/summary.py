@@ -147,6 +147,9 @@ def missing_runs(
 ) -> list[Problem]:
     """Cells of the full grid (every observed value of every key x every seed) with no run.
 
+    Meant for the runs of one sweep (a Hydra multirun is a full grid); call it once per
+    sweep when several are merged.
+
     ``runs`` are the finished runs, ``known_dirs`` the other runs that have a readable
     config (failed or incomplete ones, already reported), which do not count as missing.
     """
