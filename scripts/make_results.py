@@ -4,6 +4,7 @@
     python scripts/make_results.py --agents random greedy-dp sa ga ea \\
         --workloads resnet50 resnet101 --seeds 2 --budget 1000 --n-jobs 2
     python scripts/make_results.py --from multirun/results/20261121-101500   # page only
+    python scripts/make_results.py --from SWEEP --zero-shot    # + egrl-transfer of EGRL runs
 
 Without ``--from`` it launches ``egrl-train -m experiment=compare`` with the chosen agents,
 workloads, seeds and budget (Hydra multirun, joblib launcher, one torch thread per run)
@@ -42,6 +43,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--transfer", nargs="+", type=Path, default=[], help="egrl-transfer outputs"
     )
+    parser.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="run egrl-transfer on every finished egrl run, targets: the study's other workloads",
+    )
     parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
     parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
     parser.add_argument("--optimum-time", type=float, default=120.0)
@@ -56,6 +62,18 @@ def study_overrides(args: argparse.Namespace) -> list[str]:
         f"budget={args.budget}",
         *args.set,
     ]
+
+
+def zero_shot(agg) -> list[Path]:
+    """``egrl-transfer RUN --targets <the study's other workloads>`` for every egrl run."""
+    from egrl.transfer import evaluate_run
+
+    out = []
+    for run in agg.runs:
+        targets = [w for w in agg.workloads if w != run.workload]
+        if run.agent == "egrl" and targets:
+            out.append(evaluate_run(run.path, targets)["csv"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,10 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         figure_dir=args.figures,
     )
     records = [r for r in map(sweep_record, roots) if r is not None]
-    transfer = read_transfer(args.transfer) if args.transfer else None
+    sources = [str(p) for p in args.transfer]
+    if args.zero_shot:
+        sources += [str(p) for p in zero_shot(agg)]
+    transfer = read_transfer(sources) if sources else None
     args.page.parent.mkdir(parents=True, exist_ok=True)
     args.page.write_text(
-        render(agg, args.page, records, command, transfer, [str(p) for p in args.transfer]),
+        render(agg, args.page, records, command, transfer, sources),
         encoding="utf-8",
     )
     print(f"{args.page} written from {len(agg.runs)} runs ({len(agg.problems)} left out)")

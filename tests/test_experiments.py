@@ -303,7 +303,7 @@ def test_zero_shot_claim_reads_transfer_outputs(tmp_path):
     }
     claim = paper_claims([], got)[-1]
     assert claim.verdict == "holds for some pairs"
-    assert "resnet50 -> bert-base (learner): best greedy 1.050" in claim.evidence[0]
+    assert "resnet50 -> bert-base (learner): best greedy 1.050 over 1 run(s)" in claim.evidence[0]
 
 
 def test_results_page_states_its_scale_and_links_figures(study, tmp_path):

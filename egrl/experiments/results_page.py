@@ -26,7 +26,7 @@ PAPER_SPEEDUPS = {
 }
 PAPER_BUDGET = 4000
 PAPER_SEEDS = 5
-FULL_STUDY_COMMAND = "python scripts/make_results.py --n-jobs 2"
+FULL_STUDY_COMMAND = "python scripts/make_results.py --n-jobs 2 --zero-shot"
 
 
 def machine() -> str:
