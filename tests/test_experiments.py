@@ -320,8 +320,7 @@ def test_results_page_states_its_scale_and_links_figures(study, tmp_path):
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "workload=resnet50",
-    "workload.name=resnet18",  # one workload, small
+    "workload=resnet18",  # one small workload instead of the preset's three
     "budget=24",
     "population.size=6",
     "policy.hidden=16",
