@@ -146,7 +146,7 @@ class Trainer(SearchAgent):
             migrate = self.cfg.agent.migration and self.population is not None
             if migrate and (self.generation + 1) % max(1, self.cfg.agent.migration_every) == 0:
                 actor = self.portfolio.learners[self._lead_learner()].actor
-                self.timer.measure("evolution", self.population.migrate, actor)
+                self.timer.measure("evolution", self.population.migrate, actor, self.graph)
         if self.population is not None and not self.done:
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row

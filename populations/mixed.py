@@ -315,15 +315,14 @@ class MixedPopulation:
         :meth:`evolve`, its elites. Called between :meth:`set_fitness` and :meth:`evolve`,
         the migrant is kept through that generation so that it gets evaluated; called
         after :meth:`evolve`, it replaces a fresh child. With ``migration_target="gnn"``
-        only GNN members are candidates and the actor's weights are copied; with ``"any"``
-        a chromosome may be the weakest, and then its prior is seeded from the actor's
-        posterior on ``graph``. Returns the replaced member index.
+        only GNN members are candidates and the actor's weights are copied (a population of
+        chromosomes only falls back to ``"any"``); with ``"any"`` a chromosome may be the
+        weakest, and then its prior is seeded from the actor's posterior on ``graph``.
+        Returns the replaced member index.
         """
         candidates = np.arange(self.size)
-        if self.params.migration_target == GNN:
+        if self.params.migration_target == GNN and self.indices(GNN).size:
             candidates = self.indices(GNN)
-            if candidates.size == 0:
-                raise RuntimeError("migration into a population without GNN members")
         free = np.setdiff1d(candidates, np.union1d(self.elites, np.flatnonzero(self.migrants)))
         candidates = free if free.size else candidates
         measured = np.where(np.isnan(self.fitness[candidates]), -np.inf, self.fitness[candidates])

@@ -149,3 +149,12 @@ def test_ea_only_and_pg_only_agents_run(tmp_path):
     ea = Trainer(small_env(), small_config(budget=40, name="ea", use_learner=False)).run()
     pg = Trainer(small_env(), small_config(budget=40, name="pg", use_population=False)).run()
     assert ea.speedup >= 0 and pg.speedup >= 0
+
+
+def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
+    cfg = small_config(budget=40)
+    cfg.population = PopulationConfig(size=4, boltzmann_fraction=1.0)
+    trainer = Trainer(small_env(), cfg)
+    trainer.run()
+    assert trainer.iterations == 40
+    assert set(trainer.population.kinds) == {"boltzmann"}
