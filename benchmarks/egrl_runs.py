@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--optimum-time", type=float, default=600.0)
     parser.add_argument("--set", nargs="*", default=[], help="config overrides key=value (dotted)")
+    parser.add_argument("--out", default=str(RESULTS / "egrl_runs.json"), help="results JSON")
     args = parser.parse_args()
 
     overrides: dict = {}
@@ -123,7 +124,7 @@ def main() -> None:
 
     jobs = [(w, s) for w in args.workloads for s in args.seeds]
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "egrl_runs.json"
+    out = Path(args.out)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
     merged = json.loads(out.read_text())["runs"] if out.exists() else []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
