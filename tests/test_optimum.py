@@ -7,6 +7,8 @@ import pytest
 
 from egrl import make_env
 from hwmodels.nnpi import NNPI
+from hwmodels.nnpi.cpmodel import build_model
+from hwmodels.nnpi.symmetry import add_weight_order, canonical_levels
 from tests.nnpi_workloads import random_dag, residual
 
 
@@ -40,6 +42,34 @@ def test_optimum_equals_brute_force(seed, num_nodes):
     ev = env.evaluate(result.mapping)
     assert ev.valid[0] and ev.latency_s[0] == result.latency_s
     assert result.latency_s <= env.baseline_latency_s
+
+
+def test_optimum_equals_brute_force_with_interchangeable_weights():
+    # 5 layers with equal weights and compute: the weight-ordering cut is active.
+    w = residual(2, act_bytes=300, weight_bytes=1000, macs=100_000)
+    env = make_env(NNPI(llc_mib=2500 / 2**20, sram_mib=2200 / 2**20), w)
+    assert not env.evaluate(np.full((w.num_nodes, 2), 2)).valid[0]  # the capacities bind
+    parts = build_model(env.target)
+    add_weight_order(env.target, parts)
+    assert [len(c) for c in parts.weight_classes] == [5]
+    result = env.optimum(time_limit_s=60, workers=2)
+    assert result.proven
+    assert result.latency_s == pytest.approx(brute_force_s(env), rel=1e-12)
+
+
+def test_canonical_hint_is_valid_and_never_slower():
+    w = residual(4, act_bytes=3000, weight_bytes=10_000, macs=1_000_000)
+    target = NNPI(llc_mib=40_000 / 2**20, sram_mib=15_000 / 2**20).bind(w)
+    parts = build_model(target)
+    add_weight_order(target, parts)
+    maps = np.random.default_rng(0).integers(0, 3, size=(200, w.num_nodes, 2))
+    rectified, _ = target.rectify(maps)
+    levels = rectified.reshape(len(maps), -1)
+    canon = np.stack([canonical_levels(target, parts, row) for row in levels])
+    assert target.is_valid(canon.reshape(rectified.shape)).all()
+    before = target.latency_fs(rectified)
+    after = target.latency_fs(canon.reshape(rectified.shape))
+    assert (after <= before).all() and (after < before).any()
 
 
 def test_optimum_on_a_residual_net_beats_or_ties_the_compiler():
