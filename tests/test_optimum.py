@@ -8,6 +8,7 @@ import pytest
 from egrl import make_env
 from hwmodels.nnpi import NNPI
 from hwmodels.nnpi.cpmodel import build_model
+from hwmodels.nnpi.dominance import maximize
 from hwmodels.nnpi.symmetry import add_weight_order, canonical_levels
 from tests.nnpi_workloads import random_dag, residual
 
@@ -70,6 +71,34 @@ def test_canonical_hint_is_valid_and_never_slower():
     before = target.latency_fs(rectified)
     after = target.latency_fs(canon.reshape(rectified.shape))
     assert (after <= before).all() and (after < before).any()
+
+
+def test_optimum_equals_brute_force_when_levels_are_not_ordered_by_speed():
+    # LLC slower than DRAM: the symmetry and dominance cuts do not hold and are left out.
+    w = random_dag(5, np.random.default_rng(21), max_bytes=3000)
+    env = make_env(NNPI(llc_mib=4000 / 2**20, sram_mib=1500 / 2**20, llc_gbps=50), w)
+    result = env.optimum(time_limit_s=60, workers=1)
+    assert result.proven
+    assert result.latency_s == pytest.approx(brute_force_s(env), rel=1e-12)
+
+
+def test_maximize_raises_tensors_while_they_fit():
+    w = random_dag(10, np.random.default_rng(5), max_bytes=3000)
+    target = NNPI(llc_mib=6000 / 2**20, sram_mib=2500 / 2**20).bind(w)
+    parts = build_model(target)
+    maps = np.random.default_rng(1).integers(0, 3, size=(100, 10, 2))
+    rectified, _ = target.rectify(maps)
+    raised = np.stack([maximize(target, parts, row) for row in rectified.reshape(100, -1)])
+    raised = raised.reshape(rectified.shape)
+    assert target.is_valid(raised).all()
+    assert (target.latency_fs(raised) <= target.latency_fs(rectified)).all()
+    assert (raised != rectified).any()
+    for row in raised[:20].reshape(20, -1):  # no free tensor can still move up
+        for t, lv in parts.x:
+            if lv > row[t]:
+                moved = row.copy()
+                moved[t] = lv
+                assert not target.is_valid(moved.reshape(1, -1, 2))[0]
 
 
 def test_optimum_on_a_residual_net_beats_or_ties_the_compiler():

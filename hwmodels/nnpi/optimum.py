@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from hwmodels.base import OptimumResult
 from hwmodels.nnpi.cpmodel import add_hint, build_model
+from hwmodels.nnpi.dominance import add_maximality, levels_are_monotone, maximize
 from hwmodels.nnpi.params import FS_PER_S
 from hwmodels.nnpi.symmetry import add_weight_order, canonical_levels
 
@@ -86,8 +87,14 @@ def solve(
     hint = target.native_mapping() if hint is None else np.asarray(hint, dtype=np.int64)
     start = time.perf_counter()
     parts = build_model(target)
-    add_weight_order(target, parts)
-    add_hint(parts, canonical_levels(target, parts, hint.reshape(-1)))
+    start_levels = hint.reshape(-1)
+    if levels_are_monotone(target):
+        add_weight_order(target, parts)
+        add_maximality(target, parts)
+        start_levels = canonical_levels(target, parts, maximize(target, parts, start_levels))
+    else:
+        log.info("%s: levels not ordered by speed; symmetry and dominance cuts off", name)
+    add_hint(parts, start_levels)
     log.info(
         "%s: CP-SAT model with %d booleans, %d constraints, %d weight classes (%.2f s)",
         name,

@@ -19,9 +19,11 @@ optimum to an optimum, which therefore satisfies, for ``i < j`` of one class:
 * ``level_i < level_j  =>  A_i < A_j``
 * ``level_i > level_j  =>  A_i >= A_j``
 
-These are the constraints added here. ResNet stages repeat identical blocks; without
-them the solver must refute every choice of which blocks keep their weights in DRAM
-(ResNet-101 is not proven in 10 minutes; with them it is).
+These are the constraints added here. ResNet stages repeat identical blocks, and the
+solver otherwise has to refute every choice of which blocks keep their weights in DRAM.
+The cut only bites between layers whose contexts are known, so it works together with
+the dominance cut of :mod:`hwmodels.nnpi.dominance` (with this cut alone, ResNet-101 was
+still 0.014% from its bound after 25 minutes on 2 threads; with both it is proven).
 """
 
 from __future__ import annotations
