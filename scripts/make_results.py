@@ -5,13 +5,16 @@
         --workloads resnet50 resnet101 --seeds 2 --budget 1000 --n-jobs 2
     python scripts/make_results.py --from multirun/results/20261121-101500   # page only
     python scripts/make_results.py --from SWEEP --zero-shot    # + egrl-transfer of EGRL runs
+    python scripts/make_results.py --sweep-dir SWEEP           # finish a killed study
 
 Without ``--from`` it launches ``egrl-train -m experiment=compare`` with the chosen agents,
 workloads, seeds and budget (Hydra multirun, joblib launcher, one torch thread per run)
 into ``multirun/results/<date-time>``, then aggregates it (``<first sweep>/aggregate/``)
 and writes the page. ``--from`` takes one or more finished sweeps instead (e.g. a cheap
 sweep of the baselines on every workload and a smaller one of the learned agents); the
-page lists the ``egrl-train`` command of each. The page states the budget and seeds it
+page lists the ``egrl-train`` command of each. ``--sweep-dir`` names the sweep directory;
+run again with the same arguments after an interruption, it skips the finished runs and
+resumes the interrupted ones from their checkpoints (``continue_runs=true``). The page states the budget and seeds it
 was made with. Run from the repository root.
 """
 
@@ -39,6 +42,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--budget", type=int, default=4000)
     parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
     parser.add_argument("--set", nargs="*", default=[], help="more Hydra overrides (key=value)")
+    parser.add_argument(
+        "--sweep-dir", type=Path, help="where to run the study (default multirun/results/<now>)"
+    )
     parser.add_argument("--from", dest="roots", nargs="+", type=Path, help="existing sweeps")
     parser.add_argument(
         "--transfer", nargs="+", type=Path, default=[], help="egrl-transfer outputs"
@@ -60,6 +66,7 @@ def study_overrides(args: argparse.Namespace) -> list[str]:
         f"workload={','.join(args.workloads)}",
         f"seed=range({args.seeds})",
         f"budget={args.budget}",
+        "continue_runs=true",
         *args.set,
     ]
 
@@ -84,9 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.roots:
         roots = args.roots
     else:
-        root, _ = launch(
-            "compare", study_overrides(args), default_sweep_dir("results"), args.n_jobs
-        )
+        sweep_dir = args.sweep_dir or default_sweep_dir("results")
+        root, _ = launch("compare", study_overrides(args), sweep_dir, args.n_jobs)
         roots = [root]
     agg = aggregate(
         roots,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.test_trainer import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -48,6 +51,30 @@ def test_egrl_train_writes_run_directory_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     rerows = list(csv.DictReader(open(run_dir / "metrics.csv", encoding="utf-8")))
     assert [r["iterations"] for r in rerows] == [r["iterations"] for r in rows]
+
+
+def test_continue_runs_resumes_a_killed_run_and_refuses_another_config(tmp_path):
+    run_dir = tmp_path / "run"
+    first = egrl_train(*TINY, "continue_runs=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    reference = read_metrics(run_dir)
+
+    # What a kill leaves behind: an older checkpoint, rows written after it, no outputs.
+    checkpoints = sorted((run_dir / "checkpoints").glob("gen_??????"))
+    assert len(checkpoints) >= 2
+    for late in checkpoints[1:]:
+        shutil.rmtree(late)
+    (run_dir / "best_mapping.json").unlink()
+    again = egrl_train(*TINY, "continue_runs=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert read_metrics(run_dir) == reference
+    assert (run_dir / "best_mapping.json").exists()
+
+    other = egrl_train(
+        *TINY, "seed=3", "continue_runs=true", f"hydra.run.dir={run_dir}", cwd=tmp_path
+    )
+    assert other.returncode != 0
+    assert "differing keys: seed" in other.stderr
 
 
 def test_egrl_train_cfg_job_prints_config(tmp_path):

@@ -4,10 +4,15 @@
     egrl-train workload=bert-base seed=3 budget=2000
     egrl-train -m seed=0,1,2,3,4                 # a sweep
     egrl-train resume=runs/resnet50/egrl/seed0-20261121-101500
+    egrl-train -m seed=0,1,2,3,4 hydra.sweep.dir=SWEEP continue_runs=true   # finish a sweep
 
 The run directory (Hydra's output directory, or ``resume``'s) receives the resolved
 config, ``metrics.csv`` (one row per generation), ``best_mapping.json``, ``checkpoints/``
 and ``speedup.png``.
+
+``continue_runs=true`` makes a re-launched sweep pick up where a killed one stopped: a
+run whose directory already holds a run of the same config resumes from its last
+checkpoint (a finished run adds nothing), the others start.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from egrl.env import make_env
 log = logging.getLogger("egrl.train")
 
 RESOLVED_CONFIG = "config.yaml"
+# Keys that say how to run, not what: a continued run may differ from its saved config here.
+RUNTIME_KEYS = ("continue_runs", "progress", "resume")
 
 # ``hydra.run.dir`` is the resumed run's directory when ``resume`` is set.
 if not OmegaConf.has_resolver("first_set"):
@@ -35,10 +42,47 @@ if not OmegaConf.has_resolver("first_set"):
     )
 
 
+def config_differences(saved: DictConfig, cfg: DictConfig) -> list[str]:
+    """Dotted keys whose resolved values differ between two configs (runtime keys aside)."""
+
+    def flat(node, prefix=""):
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                out.update(flat(value, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: node}
+
+    a, b = (
+        {k: v for k, v in OmegaConf.to_container(c, resolve=True).items() if k not in RUNTIME_KEYS}
+        for c in (saved, cfg)
+    )
+    fa, fb = flat(a), flat(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+
+
+def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
+    """True if ``continue_runs`` is on and ``run_dir`` already holds a run of this config.
+
+    Raises ``ValueError`` naming the differing keys if the run there has another config.
+    """
+    saved = run_dir / RESOLVED_CONFIG
+    if not cfg.get("continue_runs") or not saved.exists():
+        return False
+    diff = config_differences(OmegaConf.load(saved), cfg)
+    if diff:
+        raise ValueError(
+            f"continue_runs: {run_dir} holds a run with another config "
+            f"(differing keys: {', '.join(diff)}); use another output directory"
+        )
+    log.info("continue_runs: %s already holds this run; resuming it", run_dir)
+    return True
+
+
 def run(cfg: DictConfig, run_dir: Path) -> SearchAgent:
     """Build the environment and the agent from ``cfg`` and run it in ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    resume = bool(cfg.get("resume"))
+    resume = bool(cfg.get("resume")) or continues_existing_run(cfg, run_dir)
     if resume:
         saved = run_dir / RESOLVED_CONFIG
         if not saved.exists():
@@ -63,6 +107,7 @@ def run(cfg: DictConfig, run_dir: Path) -> SearchAgent:
     trainer = make_agent(env, train_cfg, run_dir)
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
+        (run_dir / "metrics.csv").unlink(missing_ok=True)  # rows of the killed attempt
     trainer.run()
     return trainer
 
