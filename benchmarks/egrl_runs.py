@@ -2,6 +2,7 @@
 
     python benchmarks/egrl_runs.py --workloads resnet50 resnet101 bert-base --seeds 0 1 2 3 4
     python benchmarks/egrl_runs.py --workloads resnet50 --seeds 0 --budget 4000 --jobs 1
+    python benchmarks/egrl_runs.py --from multirun/results/paper-egrl --out FILE
 
 Each run is one ``Trainer`` (Table 2 defaults unless overridden) with one torch thread;
 ``--jobs`` runs that many in parallel processes. For every run the script records the
@@ -10,6 +11,8 @@ the best speedup over the native compiler; per workload it prints mean and stand
 deviation next to the optimum's speedup (from ``benchmarks/results/foundation.json``
 when present, else solved here with ``--optimum-time``). Results go to
 ``benchmarks/results/egrl_runs.json`` (merged with earlier runs of other workloads/seeds).
+``--from`` trains nothing: it reads the finished ``egrl`` runs of ``egrl-train`` run or
+sweep directories (e.g. the results study) and reports them the same way.
 """
 
 from __future__ import annotations
@@ -56,15 +59,45 @@ def one_run(workload: str, seed: int, budget: int, overrides: dict) -> dict:
     }
 
 
+def from_run(run) -> dict:
+    """The record of :func:`one_run` for a finished ``egrl-train`` run directory."""
+    best = json.loads((run.path / "best_mapping.json").read_text(encoding="utf-8"))
+    return {
+        "workload": run.workload,
+        "seed": run.seed,
+        "budget": run.budget,
+        "iterations": int(run.iterations[-1]),
+        "generations": int(run.last_row["generation"]),
+        "wall_s": run.final_wall_s,
+        "breakdown_s": {
+            k[2:]: float(v) for k, v in run.last_row.items() if k.startswith("t_") and v
+        },
+        "best_speedup": run.final_speedup,
+        "best_iteration": best["iteration"],
+        "curve": list(zip(run.iterations.tolist(), run.best_speedup.tolist(), strict=True)),
+        "run_dir": str(run.path),
+    }
+
+
+def collect(roots: list[str]) -> list[dict]:
+    """Records of every finished EGRL run under ``roots``."""
+    from egrl.experiments.runs import collect_runs
+
+    found = collect_runs(roots)
+    for problem in found.problems:
+        print(f"left out: {problem}")
+    return [from_run(r) for r in found.runs if r.agent == "egrl"]
+
+
 def optimum_speedups(workloads: list[str], time_limit: float) -> dict[str, dict]:
     """The optimum's speedup per workload, from the foundation benchmark or solved now."""
     known = {}
     path = RESULTS / "foundation.json"
     if path.exists():
-        for row in json.loads(path.read_text()).get("workloads", []):
-            if "optimum_speedup" in row:
+        for row in json.loads(path.read_text()).get("results", []):
+            if "optimum_speedup_over_compiler" in row:
                 known[row["workload"]] = {
-                    "speedup": row["optimum_speedup"],
+                    "speedup": row["optimum_speedup_over_compiler"],
                     "proven": bool(row.get("optimum_proven", False)),
                 }
     from egrl import make_env
@@ -93,7 +126,7 @@ def summarize(runs: list[dict], optimum: dict[str, dict]) -> str:
         lines.append(
             f"| {w} | {len(rs)} | {rs[0]['budget']} | {s.mean():.3f} ± {s.std(ddof=1) if len(s) > 1 else 0:.3f} | "
             f"{s.min():.3f} – {s.max():.3f} | {o:.3f}{tag} | {100 * s.mean() / o:.1f}% | "
-            f"{wall.mean():.0f} ± {wall.std():.0f} | "
+            f"{wall.mean():.0f} ± {wall.std(ddof=1) if len(wall) > 1 else 0:.0f} | "
             + " / ".join(
                 f"{bd[k]:.0f}" for k in ("inference", "evaluation", "learner", "evolution")
             )
@@ -110,6 +143,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--optimum-time", type=float, default=600.0)
     parser.add_argument("--set", nargs="*", default=[], help="config overrides key=value (dotted)")
+    parser.add_argument("--from", dest="roots", nargs="+", help="read finished runs instead")
     parser.add_argument("--out", default=str(RESULTS / "egrl_runs.json"), help="results JSON")
     args = parser.parse_args()
 
@@ -127,20 +161,23 @@ def main() -> None:
     out = Path(args.out)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
     merged = json.loads(out.read_text())["runs"] if out.exists() else []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    if args.roots:
+        results = collect(args.roots)
+    else:
+        pool = ProcessPoolExecutor(max_workers=args.jobs)
         futures = [pool.submit(one_run, w, s, args.budget, overrides) for w, s in jobs]
-        for f in futures:
-            r = f.result()
-            print(
-                f"{r['workload']} seed {r['seed']}: speedup {r['best_speedup']:.4f}, {r['wall_s']:.0f} s",
-                flush=True,
-            )
-            key = (r["workload"], r["seed"], r["budget"])
-            merged = [x for x in merged if (x["workload"], x["seed"], x["budget"]) != key] + [r]
-            # Written after every run: a long study interrupted half-way keeps what it measured.
-            out.write_text(
-                json.dumps({"machine": machine, "overrides": overrides, "runs": merged}, indent=1)
-            )
+        results = (f.result() for f in futures)
+    for r in results:
+        print(
+            f"{r['workload']} seed {r['seed']}: speedup {r['best_speedup']:.4f}, {r['wall_s']:.0f} s",
+            flush=True,
+        )
+        key = (r["workload"], r["seed"], r["budget"])
+        merged = [x for x in merged if (x["workload"], x["seed"], x["budget"]) != key] + [r]
+        # Written after every run: a long study interrupted half-way keeps what it measured.
+        out.write_text(
+            json.dumps({"machine": machine, "overrides": overrides, "runs": merged}, indent=1)
+        )
     optimum = optimum_speedups(sorted({r["workload"] for r in merged}), args.optimum_time)
     out.write_text(
         json.dumps(
@@ -148,7 +185,8 @@ def main() -> None:
             indent=1,
         )
     )
-    print(f"\nmachine: {machine}; {args.jobs} runs in parallel, 1 torch thread each\n")
+    if not args.roots:
+        print(f"\nmachine: {machine}; {args.jobs} runs in parallel, 1 torch thread each\n")
     print(summarize(merged, optimum))
 
 

@@ -290,12 +290,21 @@ def collect_runs(roots: Iterable[str | Path]) -> RunSet:
 
 
 def _identity(run: Run) -> tuple:
-    settings = {k: v for k, v in run.config.items() if k not in _RUN_LOCAL_KEYS}
+    settings = {k: v for k, v in run.config.items() if k not in RUN_LOCAL_KEYS}
     return tuple(sorted((k, format_value(v)) for k, v in settings.items()))
 
 
 #: config keys that do not change what a run computes
-_RUN_LOCAL_KEYS = {"resume", "progress", "checkpoint_every", "keep_checkpoints", "snapshot_every"}
+RUN_LOCAL_KEYS = frozenset(
+    {
+        "resume",
+        "continue_runs",
+        "progress",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "snapshot_every",
+    }
+)
 
 
 def _drop_duplicates(runs: list[Run]) -> tuple[list[Run], list[Problem]]:

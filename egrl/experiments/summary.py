@@ -14,23 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.experiments.runs import REFERENCE_AGENTS, Problem, Run, format_value
+from egrl.experiments.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value
 
 BASE_KEYS = ("workload", "agent")
 #: the EGRL paper's workloads and agents in its order; others follow alphabetically
 PAPER_WORKLOADS = ("resnet50", "resnet101", "bert-base")
 PAPER_AGENTS = ("egrl", "ea", "greedy-dp", "pg")
 #: keys never used to group (the sample index, and keys that do not change results)
-_NOT_GROUPING = {
-    "seed",
-    "resume",
-    "progress",
-    "threads",
-    "device",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "snapshot_every",
-}
+_NOT_GROUPING = {"seed", "threads", "device", *RUN_LOCAL_KEYS}
 
 
 def _groupable(key: str) -> bool:
