@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from egrl.sac import SACConfig
+
 
 @dataclass
 class AgentConfig:
@@ -48,25 +50,22 @@ class PopulationConfig:
 
 
 @dataclass
-class LearnerConfig:
-    """Discrete SAC and its rollouts (Table 2, Appendix D)."""
+class LearnerConfig(SACConfig):
+    """The learner side of a run: discrete SAC's hyperparameters and its rollouts.
+
+    The SAC fields (``gamma``, ``lr_actor``, ``lr_critic``, ``alpha``, ``tau``,
+    ``reward_scale``, ``batch_size``, ``noise_std``, ... : Table 2 and Appendix D) are
+    inherited from :class:`egrl.sac.SACConfig`; the fields below are the trainer's. An
+    unknown key is an error (a misspelt hyperparameter must not be ignored).
+    """
 
     num_learners: int = 1
     rollouts: int = 1
     clean_rollouts: int = 1
-    noise_std: float = 0.3
     buffer_size: int = 100_000
-    batch_size: int = 24
     gradient_ratio: float = 1.0
     burn_in: int = 48
-    gamma: float = 0.99
-    lr_actor: float = 1e-3
-    lr_critic: float = 1e-3
-    alpha: float = 0.05
-    tau: float = 1e-3
-    reward_scale: float = 5.0
     ucb_c: float = 1.0
-    options: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from egrl.agents.base import append_metrics_row, to_numpy_maps
 from egrl.config import LearnerConfig, PolicyConfig
 from egrl.env import Env
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACConfig, SACDiscrete
+from egrl.sac import SACDiscrete
 from egrl.transfer import (
     OUTPUT_DIR,
     RUN_CONFIG,
@@ -138,15 +138,8 @@ class PretrainConfig:
         if unknown:
             raise KeyError(f"unknown pretraining config keys: {unknown}")
         cfg["policy"] = PolicyConfig(**dict(cfg.get("policy") or {}))
-        cfg["learner"] = _learner_config(dict(cfg.get("learner") or {}))
+        cfg["learner"] = LearnerConfig(**dict(cfg.get("learner") or {}))
         return cls(**cfg)
-
-
-def _learner_config(values: dict) -> LearnerConfig:
-    names = {f.name for f in fields(LearnerConfig)}
-    known = {k: v for k, v in values.items() if k in names and k != "options"}
-    extra = {k: v for k, v in values.items() if k not in names}
-    return LearnerConfig(**known, options={**dict(values.get("options") or {}), **extra})
 
 
 class MultiWorkloadPretrainer:
@@ -186,7 +179,7 @@ class MultiWorkloadPretrainer:
             self.in_dim,
             self.num_choices,
             seed=int(self.rng.integers(0, 2**31 - 1)),
-            config=SACConfig.from_dict({**asdict(lc), **lc.options}),
+            config=lc,
             device=self.device,
             **asdict(pol),
         )

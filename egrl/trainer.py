@@ -32,7 +32,7 @@ from egrl.agents.base import TIMING_COLUMNS, SearchAgent, seeded_init, to_numpy_
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.portfolio import LearnerPortfolio
-from egrl.sac import SACConfig, SACDiscrete
+from egrl.sac import SACDiscrete
 from policies import GraphUNetActor
 from populations import MixedPopulation
 
@@ -105,13 +105,12 @@ class Trainer(SearchAgent):
         self.portfolio: LearnerPortfolio | None = None
         if cfg.agent.use_learner:
             lc = cfg.learner
-            sac_cfg = SACConfig.from_dict({**asdict(lc), **lc.options})
             learners = [
                 SACDiscrete.build(
                     in_dim,
                     self.num_choices,
                     seed=int(next(seeds)),
-                    config=sac_cfg,
+                    config=lc,
                     device=self.device,
                     hidden=pol.hidden,
                     out=pol.out,

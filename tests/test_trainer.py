@@ -158,3 +158,14 @@ def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
     trainer.run()
     assert trainer.iterations == 40
     assert set(trainer.population.kinds) == {"boltzmann"}
+
+
+def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():
+    from egrl.config import from_mapping
+    from egrl.sac import SACConfig
+
+    cfg = from_mapping({"learner": {"alpha": 0.1, "rollouts": 2}})
+    assert isinstance(cfg.learner, SACConfig)
+    assert cfg.learner.alpha == 0.1 and cfg.learner.rollouts == 2
+    with pytest.raises(KeyError, match="alph"):
+        from_mapping({"learner": {"alph": 0.1}})
