@@ -165,6 +165,30 @@ def test_second_native_pass_refines_the_first():
     assert lat[0] > lat[1] >= lat[2]
 
 
+def test_sequential_compiler_puts_each_tensor_on_the_fastest_level_that_still_fits():
+    w = random_dag(25, np.random.default_rng(8), max_bytes=60_000)
+    target = NNPI(llc_mib=0.2, sram_mib=0.08, native="sequential").bind(w)
+    native = target.native_mapping()
+    # Reference: decide the tensors one by one in execution order with the capacity check.
+    levels = np.zeros(2 * w.num_nodes, dtype=np.int64)
+    for t in range(len(levels)):
+        for level in (SRAM, LLC):
+            trial = levels.copy()
+            trial[t] = level
+            if target.is_valid(trial.reshape(1, w.num_nodes, 2))[0]:
+                levels = trial
+                break
+    assert np.array_equal(native.reshape(-1), levels)
+    assert {SRAM, LLC} <= set(levels.tolist())  # the capacities make both levels bind
+    density = NNPI(llc_mib=0.2, sram_mib=0.08).bind(w)
+    assert not np.array_equal(density.native_mapping(), native)
+
+
+def test_unknown_native_compiler_is_named():
+    with pytest.raises(ValueError, match="'fastest'.*density"):
+        hwmodels.make("nnpi", native="fastest")
+
+
 def test_workload_too_big_for_dram_is_named():
     with pytest.raises(ValueError, match=r"'three'.*2050 bytes"):
         NNPI(dram_gib=1000 / 2**30).bind(three_nodes())

@@ -9,6 +9,9 @@ their lifetime next to those already admitted; the others are refused.
   to LLC and join the LLC pass; refused LLC requests are demoted to DRAM.
 * :func:`native_levels` (the compiler's own map) asks for every tensor that helps,
   SRAM first in decreasing order of latency saved per byte, then LLC with the rest.
+* :func:`sequential_levels` is a plainer compiler, for studies that want more room
+  above the baseline: tensor by tensor in execution order, the fastest level where it
+  still fits, whether or not its layer gains anything there.
 """
 
 from __future__ import annotations
@@ -144,6 +147,23 @@ def native_levels(
             break
         best, best_fs = levels, fs
     return best
+
+
+def sequential_levels(tensors: Tensors, capacity: np.ndarray) -> np.ndarray:
+    """Each tensor, in execution order, on the fastest level where it still fits.
+
+    This is the rectifier applied to the map that asks for SRAM everywhere: the SRAM
+    pass admits in execution order, and what it refuses tries LLC in the same order.
+
+    Returns:
+        int64 ``[T]``: the level of every tensor (always a valid map).
+    """
+    everything_in_sram = np.full((1, len(tensors.nbytes)), SRAM, dtype=np.int64)
+    return rectify(everything_in_sram, tensors, capacity)[0]
+
+
+#: the native compilers :class:`~hwmodels.nnpi.target.NNPI` can model (``native=...``)
+NATIVE_COMPILERS = ("density", "sequential")
 
 
 def levels_to_maps(levels: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -15,7 +15,13 @@ import numpy as np
 
 from egrl.workloads.ir import Workload
 from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
-from hwmodels.nnpi.compiler import levels_to_maps, native_levels, rectify
+from hwmodels.nnpi.compiler import (
+    NATIVE_COMPILERS,
+    levels_to_maps,
+    native_levels,
+    rectify,
+    sequential_levels,
+)
 from hwmodels.nnpi.cost import NodeCosts
 from hwmodels.nnpi.occupancy import Tensors, check_fits_in_dram
 from hwmodels.nnpi.params import DRAM, FS_PER_S, LEVELS, NNPIParams
@@ -31,12 +37,20 @@ class NNPITarget(Target):
         workload: the workload; it must fit in DRAM with every tensor there.
         native_passes: passes of the native greedy (see
             :func:`hwmodels.nnpi.compiler.native_levels`).
+        native: the native compiler, ``"density"`` (the benefit-density greedy) or
+            ``"sequential"`` (:func:`hwmodels.nnpi.compiler.sequential_levels`).
 
     Raises:
         ValueError: the workload does not fit in DRAM.
     """
 
-    def __init__(self, params: NNPIParams, workload: Workload, native_passes: int = 2) -> None:
+    def __init__(
+        self,
+        params: NNPIParams,
+        workload: Workload,
+        native_passes: int = 2,
+        native: str = "density",
+    ) -> None:
         self.params = params
         self.workload = workload
         self.heads = {"weight": list(LEVELS), "activation": list(LEVELS)}
@@ -47,6 +61,7 @@ class NNPITarget(Target):
         check_fits_in_dram(workload, self.tensors, int(self.capacity[DRAM]))
         self.costs = NodeCosts.build(workload, params)
         self.native_passes = int(native_passes)
+        self.native = check_native(native)
 
     @cached_property
     def graph(self):
@@ -114,11 +129,14 @@ class NNPITarget(Target):
     # ------------------------------------------------------------- answers
     @cached_property
     def _native(self) -> np.ndarray:
-        levels = native_levels(self.costs, self.tensors, self.capacity, self.native_passes)
+        if self.native == "sequential":
+            levels = sequential_levels(self.tensors, self.capacity)
+        else:
+            levels = native_levels(self.costs, self.tensors, self.capacity, self.native_passes)
         return levels_to_maps(levels[None], self.num_units)[0]
 
     def native_mapping(self) -> np.ndarray:
-        """int64 ``[N, 2]``: the native compiler's map (benefit-density greedy)."""
+        """int64 ``[N, 2]``: the native compiler's map (``native``: density or sequential)."""
         return self._native.copy()
 
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
@@ -133,26 +151,37 @@ class NNPI(HardwareModel):
 
     Keyword arguments are the fields of :class:`~hwmodels.nnpi.params.NNPIParams`
     (``dram_gib``, ``llc_mib``, ``sram_mib``, ``dram_gbps``, ``llc_gbps``,
-    ``sram_gbps``, ``peak_tops``) plus ``native_passes`` for the native greedy.
+    ``sram_gbps``, ``peak_tops``) plus ``native`` (the native compiler: ``"density"``,
+    the default, or ``"sequential"``) and ``native_passes`` (passes of the density greedy).
     """
 
     name = "nnpi"
 
-    def __init__(self, native_passes: int = 2, **params) -> None:
+    def __init__(self, native_passes: int = 2, native: str = "density", **params) -> None:
         unknown = set(params) - set(NNPIParams.__dataclass_fields__)
         if unknown:
             raise TypeError(
                 f"unknown nnpi parameter(s) {sorted(unknown)}; "
-                f"expected {sorted(NNPIParams.__dataclass_fields__)} or native_passes"
+                f"expected {sorted(NNPIParams.__dataclass_fields__)}, native or native_passes"
             )
         self.params = NNPIParams(**params)
         if native_passes < 1:
             raise ValueError(f"native_passes must be at least 1, got {native_passes}")
         self.native_passes = int(native_passes)
+        self.native = check_native(native)
 
     def bind(self, workload: Workload) -> NNPITarget:
         log.debug("binding nnpi %s to %r", self.params, workload.name)
-        return NNPITarget(self.params, workload, self.native_passes)
+        return NNPITarget(self.params, workload, self.native_passes, self.native)
 
     def __repr__(self) -> str:
-        return f"NNPI({self.params})"
+        return f"NNPI({self.params}, native={self.native!r})"
+
+
+def check_native(native: str) -> str:
+    """``native`` if it names a native compiler, else a ``ValueError`` listing them."""
+    if native not in NATIVE_COMPILERS:
+        raise ValueError(
+            f"unknown nnpi native compiler {native!r}; expected one of {NATIVE_COMPILERS}"
+        )
+    return native
