@@ -11,6 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from egrl.workloads import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from egrl.workloads.onnx_import import translate
+from egrl.workloads.onnx_ops import numel
+from egrl.workloads.onnx_pad import x_pad_before
 
 FLOAT = TensorProto.FLOAT
 HAS_FUSION = importlib.util.find_spec("egrl.workloads.fusion") is not None
@@ -487,6 +489,127 @@ def test_graph_of_views_only_is_empty():
         from_onnx(_model([node], [_vi("x", [1, 4])], [_vi("y", [1, 4])]))
 
 
+# ------------------------------------------------------------- Pad folding
+#: [y0, x0, y1, x1] padding of H and W: 1 above, 2 left, 0 below, 1 right.
+PAD_HW = [1, 2, 0, 1]
+
+
+def _padded(
+    reader: str = "Conv",
+    pad_form: str = "initializer",
+    mode: str = "constant",
+    value: float | None = None,
+    pads=(0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:]),
+) -> onnx.ModelProto:
+    """``x [1, 3, 8, 8] -> Pad -> reader`` (a 3x3 conv with pads 1, a 3x3 max pool or Relu).
+
+    ``reader="none"`` leaves the Pad out (the conv reads ``x``); ``"Conv+Relu"`` makes both
+    read the Pad. ``pad_form``: ``initializer``, ``constant`` (a Constant node) or
+    ``attribute`` (opset 10, pads and value as attributes).
+    """
+    n = helper.make_node
+    src = "x" if reader == "none" else "xp"
+    conv = n("Conv", [src, "w"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    readers = {
+        "none": [conv],
+        "Conv": [conv],
+        "MaxPool": [n("MaxPool", [src], ["y"], name="pool", kernel_shape=[3, 3])],
+        "Relu": [n("Relu", [src], ["y"], name="relu")],
+        "Conv+Relu": [conv, n("Relu", [src], ["r"], name="relu")],
+    }[reader]
+    inits, outputs = [_init("w", (8, 3, 3, 3))], [_vi("y", None)]
+    outputs += [_vi("r", None)] if reader == "Conv+Relu" else []
+    opset, extra = 17, {}
+    if pad_form == "attribute":
+        opset, extra = 10, {"pads": list(pads), **({} if value is None else {"value": value})}
+        pad = n("Pad", ["x"], ["xp"], name="pad", mode=mode, **extra)
+        nodes = [pad]
+    else:
+        ins = ["x", "pads"] + ([] if value is None else ["value"])
+        pads_value = _init("pads_v", (8,), np.int64, list(pads))
+        if pad_form == "constant":
+            nodes = [n("Constant", [], ["pads"], name="pads_c", value=pads_value)]
+        else:
+            nodes, inits = [], inits + [_init("pads", (8,), np.int64, list(pads))]
+        inits += [] if value is None else [_init("value", (), value=value)]
+        nodes.append(n("Pad", ins, ["xp"], name="pad", mode=mode))
+    nodes = ([] if reader == "none" else nodes) + readers
+    return _model(nodes, [_vi("x", [1, 3, 8, 8])], outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize(
+    ("pad_form", "value"), [("initializer", None), ("constant", 0.0), ("attribute", None)]
+)
+def test_zero_pad_folds_into_the_conv(pad_form, value):
+    ops = _by_name(translate(_padded("Conv", pad_form, value=value)))
+    assert ops["xp"].kind == "alias" and ops["xp"].vector_ops == 0
+    assert ops["y"].inputs == ["xp"] and ops["y"].output_shape == (1, 8, 9, 11)
+    assert ops["y"].attrs["pad"] == 1 + PAD_HW[1]  # the conv's own x padding + the Pad's
+    assert ops["y"].macs == 8 * 9 * 11 * 27  # from the conv's own output, as without folding
+
+
+@needs_fusion
+def test_folded_pad_gives_the_nodes_of_the_graph_without_it():
+    from egrl.workloads import from_onnx
+
+    folded, plain = from_onnx(_padded("Conv")), from_onnx(_padded("none"))
+    assert folded.num_nodes == plain.num_nodes == 1 and folded.op_types == ["conv"]
+    assert folded.nodes[0].attrs["pad"] == plain.nodes[0].attrs["pad"] + PAD_HW[1]
+    # the layer reads the unpadded input: the Pad adds no bytes
+    assert folded.nodes[0].input_shapes == plain.nodes[0].input_shapes == [(1, 3, 8, 8)]
+    assert folded.input_bytes.tolist() == plain.input_bytes.tolist()
+
+
+def test_zero_pad_folds_into_a_pool():
+    ops = _by_name(translate(_padded("MaxPool")))
+    assert ops["xp"].kind == "alias"
+    assert ops["y"].attrs["pad"] == PAD_HW[1] and ops["y"].output_shape == (1, 3, 7, 9)
+
+
+@pytest.mark.parametrize(
+    ("reader", "mode", "value", "pads"),
+    [
+        ("Conv", "reflect", None, (0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:])),
+        ("Conv", "edge", None, (0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:])),
+        ("Conv", "constant", 1.0, (0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:])),
+        ("Relu", "constant", None, (0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:])),
+        ("Conv+Relu", "constant", None, (0, 0, *PAD_HW[:2], 0, 0, *PAD_HW[2:])),
+        ("Conv", "constant", None, (0, 0, 0, 1, 0, 0, 0, -1)),  # crops the x axis
+    ],
+)
+def test_other_pads_stay_layout_nodes(reader, mode, value, pads):
+    ops = _by_name(translate(_padded(reader, mode=mode, value=value, pads=pads)))
+    assert ops["xp"].kind == "layout" and ops["xp"].vector_ops == numel(ops["xp"].output_shape)
+    if reader.startswith("Conv"):
+        assert ops["y"].attrs["pad"] == 1  # the conv's own padding only
+
+
+def test_channel_padding_stays_a_layout_node():
+    """Padding the channel axis adds data (more channels), not window padding."""
+    n = helper.make_node
+    nodes = [
+        n("Pad", ["x", "pads"], ["xp"], name="pad"),
+        n("Conv", ["xp", "w"], ["y"], name="conv", kernel_shape=[3, 3]),
+    ]
+    inits = [_init("pads", (8,), np.int64, [0, 1, 0, 0, 0, 0, 0, 0]), _init("w", (8, 4, 3, 3))]
+    ops = _by_name(translate(_model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", None)], inits)))
+    assert ops["xp"].kind == "layout" and ops["y"].attrs["pad"] == 0
+
+
+def test_pad_without_static_pads_is_not_folded():
+    n = helper.make_node
+    pad = n("Pad", ["x", "pads", "value"], ["xp"], name="pad")
+    static = {"pads": np.array([0, 0, 1, 2, 0, 0, 1, 1]), "value": np.zeros(())}
+    assert x_pad_before(pad, static.get, 4) == 2
+    assert x_pad_before(pad, lambda name: None, 4) is None  # pads computed at run time
+    assert x_pad_before(pad, {"pads": static["pads"]}.get, 4) is None  # value unknown
+    assert x_pad_before(pad, static.get, None) is None  # rank unknown
+    with_axes = n("Pad", ["x", "p2", "", "axes"], ["xp"], name="pad_axes")
+    axes = {"p2": np.array([3, 5]), "axes": np.array([-1])}
+    assert x_pad_before(with_axes, axes.get, 4) == 3
+    assert x_pad_before(with_axes, {"p2": axes["p2"]}.get, 4) is None  # axes unknown
+
+
 # ------------------------------------------------------------ torch.onnx.export
 def _torch_modules():
     torch = pytest.importorskip("torch")
@@ -600,3 +723,35 @@ def test_from_onnx_agrees_with_from_torch(tmp_path):
         assert w_onnx.op_types == w_torch.op_types
         assert w_onnx.total_weight_bytes == w_torch.total_weight_bytes
         assert w_onnx.macs.tolist() == w_torch.macs.tolist()
+
+
+@needs_fusion
+@pytest.mark.skipif(
+    importlib.util.find_spec("egrl.workloads.torch_import") is None,
+    reason="egrl.workloads.torch_import not available",
+)
+def test_explicit_pad_gives_the_same_nodes_from_onnx_and_from_torch(tmp_path):
+    from egrl.workloads import from_onnx, from_torch
+
+    torch = pytest.importorskip("torch")
+
+    class PadConv(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.c2 = torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 8, 3, stride=2)
+
+        def forward(self, x):
+            h = torch.relu(self.c1(torch.nn.functional.pad(x, (2, 1, 1, 0))))
+            return self.c2(torch.nn.functional.pad(h, (1, 1, 1, 1)))
+
+    gen = torch.Generator().manual_seed(0)
+    module, example = PadConv().eval(), torch.randn(1, 3, 12, 12, generator=gen)
+    path = tmp_path / "pad_conv.onnx"
+    _export(torch, module, example, path)
+    assert "Pad" in {node.op_type for node in onnx.load(path).graph.node}
+    w_onnx, w_torch = from_onnx(path), from_torch(module, (example,))
+    assert w_onnx.op_types == w_torch.op_types == ["conv", "conv"]
+    assert [n.attrs["pad"] for n in w_onnx.nodes] == [n.attrs["pad"] for n in w_torch.nodes]
+    assert [n.attrs["pad"] for n in w_onnx.nodes] == [2, 1]
+    assert w_onnx.macs.tolist() == w_torch.macs.tolist()
+    assert w_onnx.features.tolist() == w_torch.features.tolist()

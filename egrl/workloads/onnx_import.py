@@ -5,7 +5,8 @@ put in topological order, ONNX shape inference runs on it (strict, falling back 
 lenient mode with a warning), and every node is translated into
 :class:`~egrl.workloads.rawgraph.RawOp` records by the rules of
 :mod:`egrl.workloads.onnx_ops`; :func:`egrl.workloads.fusion.fuse` then builds the
-workload.
+workload. A zero constant ``Pad`` read only by convolutions / pooling is a view whose
+padding joins their ``pad`` attribute (:mod:`egrl.workloads.onnx_pad`).
 
 Static values. Initializers and ``Constant`` outputs are static, and so is every value
 computed only from static values, plus the outputs of ``Shape`` / ``Size`` /
@@ -37,6 +38,7 @@ from egrl.workloads.errors import MissingShapeError, UnsupportedOperatorError, W
 from egrl.workloads.ir import TensorInfo, Workload
 from egrl.workloads.onnx_fold import shape_model
 from egrl.workloads.onnx_ops import MULTI_OUTPUT, OP_RULES, QUANT_OPS, OpRule, OpView, numel
+from egrl.workloads.onnx_pad import folded_pads
 from egrl.workloads.rawgraph import RawOp
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,8 @@ def translate(
 
     Shapes come from ONNX shape inference on a copy whose static integer values are
     folded (:func:`egrl.workloads.onnx_fold.shape_model`); the ops come from ``model``.
+    ``Pad`` ops that fold into their readers are found on the inferred graph
+    (:func:`egrl.workloads.onnx_pad.folded_pads`).
     """
     graph = model.graph
     check_supported(graph, source)
@@ -162,7 +166,8 @@ def translate(
     types = _ValueTypes(inferred.graph, source)
     if dtype_bytes is None:
         dtype_bytes = quantized_bytes(graph, types) or 1
-    return _Translator(graph, types, source, int(dtype_bytes)).run(model)
+    pads = folded_pads(graph, inferred.graph)
+    return _Translator(graph, types, source, int(dtype_bytes), pads).run(model)
 
 
 def check_supported(graph: onnx.GraphProto, source: str) -> None:
@@ -332,10 +337,22 @@ def _constant_numel(node: onnx.NodeProto) -> int:
 
 
 class _Translator:
-    """One pass over a sorted, inferred graph: which values are static, and the raw ops."""
+    """One pass over a sorted, inferred graph: which values are static, and the raw ops.
 
-    def __init__(self, graph: onnx.GraphProto, types: _ValueTypes, source: str, dtype: int):
+    ``pads`` maps the output of each folding ``Pad`` to its x-axis padding before: that
+    ``Pad`` is a view, and its readers add the padding to their ``pad`` attribute.
+    """
+
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        types: _ValueTypes,
+        source: str,
+        dtype: int,
+        pads: dict[str, int] | None = None,
+    ):
         self.graph, self.types, self.source, self.dtype = graph, types, source, dtype
+        self.pads = pads or {}
         # static value -> the initializers / Constant tensors it is computed from
         self.roots: dict[str, frozenset[str]] = {
             t.name: frozenset((t.name,)) for t in graph.initializer
@@ -378,7 +395,8 @@ class _Translator:
         if rule.kind == "const" or not any(live):
             self._fold(node, rule, ins)
             return
-        kind = rule.kind_for(live)
+        folds = node.op_type == "Pad" and node.output[0] in self.pads
+        kind = "alias" if folds else rule.kind_for(live)
         params = self._params(rule, ins, live)
         for x in (x for x, is_live in zip(ins, live) if is_live):
             self.types.shape(x, self._reader_role(x, node))
@@ -426,6 +444,7 @@ class _Translator:
                 out_shape=shape,
                 present=tuple(bool(x) for x in ins),
                 shape=lambda slot: self.types.shape(ins[slot], f"input {slot} of {_label(node)}"),
+                pad_before=self.pads.get(ins[0], 0) if live and live[0] else 0,
             )
             cost = rule.cost(view)
         self.ops.append(

@@ -44,6 +44,8 @@ class OpView:
         out_shape: shape of the output being described.
         present: which input slots are given (optional inputs may be empty).
         shape: ``shape(slot)`` -> shape of that input; raises ``MissingShapeError``.
+        pad_before: x-axis padding of a ``Pad`` folded into this op's input 0
+            (:mod:`egrl.workloads.onnx_pad`); added to a sliding window's ``pad``.
     """
 
     op_type: str
@@ -52,6 +54,7 @@ class OpView:
     out_shape: tuple[int, ...]
     present: tuple[bool, ...]
     shape: Callable[[int], tuple[int, ...]]
+    pad_before: int = 0
 
     def has(self, slot: int) -> bool:
         return slot < len(self.present) and self.present[slot]
@@ -122,14 +125,17 @@ def _x_pad(v: OpView, kernel: Sequence[int], strides: Sequence[int], dil: Sequen
 
 
 def _window_attrs(v: OpView, kernel: Sequence[int]) -> dict:
-    """kernel / stride / pad / dilation of a sliding-window op, x-axis values."""
+    """kernel / stride / pad / dilation of a sliding-window op, x-axis values.
+
+    ``pad`` includes the padding of a ``Pad`` folded into the op (``v.pad_before``).
+    """
     nd = len(kernel)
     strides = v.attrs.get("strides") or [1] * nd
     dil = v.attrs.get("dilations") or [1] * nd
     return {
         "kernel": _xy(kernel),
         "stride": int(strides[-1]),
-        "pad": _x_pad(v, kernel, strides, dil),
+        "pad": _x_pad(v, kernel, strides, dil) + v.pad_before,
         "dilation": int(dil[-1]),
     }
 
@@ -238,6 +244,7 @@ OP_RULES: dict[str, OpRule] = {
     ),
     # new layouts (materialised copies)
     "Concat": OpRule("layout", data=ALL, weights=ALL, cost=per_output()),
+    # (a zero Pad read only by PAD_ABSORBING ops is a view instead: egrl.workloads.onnx_pad)
     **_rules("Transpose Pad Tile Resize Upsample DepthToSpace SpaceToDepth", _LAYOUT),
     "ScatterND": OpRule("layout", data=(0, 2), weights=(0, 2), cost=per_output()),
     # unary elementwise
@@ -264,6 +271,12 @@ OP_RULES: dict[str, OpRule] = {
 
 #: Ops that emit one RawOp per output (all others describe their first output only).
 MULTI_OUTPUT = frozenset({"Split"})
+
+#: Sliding-window ops whose own padding absorbs a zero ``Pad`` of their input 0
+#: (:mod:`egrl.workloads.onnx_pad`). Not ConvTranspose: its ``pads`` crop the output.
+PAD_ABSORBING = frozenset(
+    {"Conv", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool"}
+)
 
 #: Ops whose integer tensors reveal a quantised model's element type.
 QUANT_OPS = frozenset(
