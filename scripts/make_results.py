@@ -56,7 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
     parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
-    parser.add_argument("--optimum-time", type=float, default=120.0)
+    parser.add_argument("--optimum-time", type=float, default=600.0)
+    parser.add_argument("--optimum-workers", type=int, default=2, help="solver threads")
     return parser.parse_args(argv)
 
 
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         roots,
         out_dir=roots[0] / "aggregate",
         optimum_time_s=args.optimum_time,
+        optimum_workers=args.optimum_workers,
         figure_dir=args.figures,
     )
     records = [r for r in map(sweep_record, roots) if r is not None]

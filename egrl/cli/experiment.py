@@ -41,6 +41,9 @@ def _aggregate_options(parser: argparse.ArgumentParser) -> None:
         default=120.0,
         help="solver time limit per workload for the optimum line (s; cached in optimum.json)",
     )
+    parser.add_argument(
+        "--optimum-workers", type=int, default=2, help="solver threads of those solves"
+    )
     parser.add_argument("--no-optimum", action="store_true", help="do not solve missing optima")
     parser.add_argument("--no-figures", action="store_true")
 
@@ -93,6 +96,7 @@ def _aggregate(args, roots: list[Path], figure_dir: Path | None = None) -> Aggre
         keys=args.group_by,
         optimum_time_s=args.optimum_time,
         solve_optimum=not args.no_optimum,
+        optimum_workers=args.optimum_workers,
         figures=not args.no_figures,
         figure_dir=figure_dir,
     )

@@ -84,6 +84,7 @@ def aggregate(
     keys: Sequence[str] | None = None,
     optimum_time_s: float = 60.0,
     solve_optimum: bool = True,
+    optimum_workers: int = 2,
     figures: bool = True,
     figure_dir: str | Path | None = None,
 ) -> Aggregate:
@@ -95,6 +96,7 @@ def aggregate(
         keys: extra grouping keys besides workload and agent (default: the swept ones).
         optimum_time_s: solver limit per workload when the optimum is not known yet.
         solve_optimum: solve missing optima (else they are "not computed").
+        optimum_workers: solver threads for those solves.
         figures: draw the Figure-3 panels.
         figure_dir: where the PNGs go (default ``out_dir``).
     """
@@ -110,7 +112,12 @@ def aggregate(
         problems += missing_runs(mine, group_keys, [r for r in known if _under(r.path, root)])
     out = Path(out_dir) if out_dir is not None else None
     optimum = optimum_speedups(
-        runs, reference, cache_dir=out, time_limit_s=optimum_time_s, solve=solve_optimum
+        runs,
+        reference,
+        cache_dir=out,
+        time_limit_s=optimum_time_s,
+        solve=solve_optimum,
+        workers=optimum_workers,
     )
     agg = Aggregate(
         roots=[Path(r) for r in roots],

@@ -83,7 +83,7 @@ def _from_agent_run(run: Run) -> OptimumInfo:
 
 
 def solve_optimum(
-    hwmodel: str, params: dict, workload: str, time_limit_s: float, workers: int = 1
+    hwmodel: str, params: dict, workload: str, time_limit_s: float, workers: int = 2
 ) -> OptimumInfo:
     """Solve the workload's cost model with ``env.optimum``."""
     from egrl.env import make_env
@@ -110,7 +110,7 @@ def optimum_speedups(
     cache_dir: str | Path | None = None,
     time_limit_s: float = 60.0,
     solve: bool = True,
-    workers: int = 1,
+    workers: int = 2,
 ) -> dict[str, OptimumInfo]:
     """The optimum per workload of ``runs`` (workload name -> info; absent when unknown).
 
@@ -120,6 +120,10 @@ def optimum_speedups(
         cache_dir: where ``optimum.json`` is read and written (None: no cache).
         time_limit_s: solver limit per workload for fresh solves.
         solve: solve workloads that neither a run nor the cache covers.
+        workers: solver threads of those solves.
+
+    The cache is written after every fresh solve, so an interrupted aggregation keeps
+    the optima it already paid for.
     """
     cache_path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else None
     cache: dict = {}
@@ -128,7 +132,6 @@ def optimum_speedups(
     out: dict[str, OptimumInfo] = {}
     for ref in sorted(reference_runs, key=lambda r: r.final_speedup):
         out[ref.workload] = _from_agent_run(ref)  # the best of several runs wins
-    changed = False
     for run in sorted(runs, key=lambda r: r.workload):
         if run.workload in out:
             continue
@@ -144,8 +147,7 @@ def optimum_speedups(
                 continue
             out[run.workload] = info
             cache[key] = asdict(info)
-            changed = True
-    if changed and cache_path is not None:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True), encoding="utf-8")
+            if cache_path is not None:
+                cache_path.parent.mkdir(parents=True, exist_ok=True)
+                cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True), encoding="utf-8")
     return out
