@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from egrl.experiments import results_page
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -87,6 +87,14 @@ def collect(roots: list[str]) -> list[dict]:
     for problem in found.problems:
         print(f"left out: {problem}")
     return [from_run(r) for r in found.runs if r.agent == "egrl"]
+
+
+def train(jobs: list[tuple[str, int]], budget: int, overrides: dict, workers: int):
+    """Records of :func:`one_run` for every ``(workload, seed)``, in order, as they finish."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one_run, w, s, budget, overrides) for w, s in jobs]
+        for future in futures:
+            yield future.result()
 
 
 def optimum_speedups(workloads: list[str], time_limit: float) -> dict[str, dict]:
@@ -159,14 +167,9 @@ def main() -> None:
     jobs = [(w, s) for w in args.workloads for s in args.seeds]
     RESULTS.mkdir(exist_ok=True)
     out = Path(args.out)
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
+    machine = results_page.machine()
     merged = json.loads(out.read_text())["runs"] if out.exists() else []
-    if args.roots:
-        results = collect(args.roots)
-    else:
-        pool = ProcessPoolExecutor(max_workers=args.jobs)
-        futures = [pool.submit(one_run, w, s, args.budget, overrides) for w, s in jobs]
-        results = (f.result() for f in futures)
+    results = collect(args.roots) if args.roots else train(jobs, args.budget, overrides, args.jobs)
     for r in results:
         print(
             f"{r['workload']} seed {r['seed']}: speedup {r['best_speedup']:.4f}, {r['wall_s']:.0f} s",

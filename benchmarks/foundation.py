@@ -39,16 +39,10 @@ def machine() -> dict:
     import scipy
     import torch
 
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from egrl.experiments.results_page import cpu_model
+
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,

@@ -14,8 +14,8 @@ and writes the page. ``--from`` takes one or more finished sweeps instead (e.g. 
 sweep of the baselines on every workload and a smaller one of the learned agents); the
 page lists the ``egrl-train`` command of each. ``--sweep-dir`` names the sweep directory;
 run again with the same arguments after an interruption, it skips the finished runs and
-resumes the interrupted ones from their checkpoints (``continue_runs=true``). The page states the budget and seeds it
-was made with. Run from the repository root.
+resumes the interrupted ones from their checkpoints (``continue_runs=true``). The page
+states the budget and seeds it was made with. Run from the repository root.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from egrl.agents import SearchAgent, make_agent
 from egrl.config import from_mapping
 from egrl.env import make_env
+from egrl.experiments.runs import flatten
 
 log = logging.getLogger("egrl.train")
 
@@ -44,21 +45,17 @@ if not OmegaConf.has_resolver("first_set"):
 
 def config_differences(saved: DictConfig, cfg: DictConfig) -> list[str]:
     """Dotted keys whose resolved values differ between two configs (runtime keys aside)."""
-
-    def flat(node, prefix=""):
-        if isinstance(node, dict):
-            out = {}
-            for key, value in node.items():
-                out.update(flat(value, f"{prefix}{key}."))
-            return out
-        return {prefix[:-1]: node}
-
     a, b = (
-        {k: v for k, v in OmegaConf.to_container(c, resolve=True).items() if k not in RUNTIME_KEYS}
+        flatten(
+            {
+                k: v
+                for k, v in OmegaConf.to_container(c, resolve=True).items()
+                if k not in RUNTIME_KEYS
+            }
+        )
         for c in (saved, cfg)
     )
-    fa, fb = flat(a), flat(b)
-    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
 def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:

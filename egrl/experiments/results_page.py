@@ -29,17 +29,20 @@ PAPER_SEEDS = 5
 FULL_STUDY_COMMAND = "python scripts/make_results.py --n-jobs 2 --zero-shot"
 
 
-def machine() -> str:
-    """CPU model, core count, Python version."""
-    model = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return platform.processor() or platform.machine()
+
+
+def machine() -> str:
+    """CPU model, core count, Python version."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def is_paper_scale(agg: Aggregate) -> bool:
