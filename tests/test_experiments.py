@@ -331,6 +331,24 @@ TINY = [
 ]
 
 
+def test_sweep_command_names_the_sweep_as_it_was_read(tmp_path, monkeypatch):
+    sweep = tmp_path / "multirun" / "results" / "s1"
+    sweep.mkdir(parents=True)
+    record = {
+        "hydra": {
+            "overrides": {
+                "task": ["agent=random", "seed=0,1"],
+                "hydra": ["hydra.mode=MULTIRUN", "hydra.sweep.dir=/elsewhere/s1"],
+            },
+            "launcher": {"_target_": "x.JoblibLauncher", "n_jobs": 2},
+        }
+    }
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump(record))
+    monkeypatch.chdir(tmp_path)
+    command = sweep_record(Path("multirun/results/s1")).command
+    assert command == "egrl-train -m agent=random seed=0,1 hydra.sweep.dir=multirun/results/s1"
+
+
 def test_multirun_with_joblib_launcher_then_aggregate(tmp_path):
     sweep = tmp_path / "mr"
     out = subprocess.run(

@@ -35,9 +35,17 @@ class SweepRecord:
 
     @property
     def command(self) -> str:
-        """The ``egrl-train -m`` command line that produced the sweep."""
+        """The ``egrl-train -m`` command line that produced the sweep.
+
+        ``hydra.sweep.dir`` is given as :attr:`root`, the path the sweep was read from,
+        so a page made from relative paths states a command that runs from any checkout.
+        """
         implied = ("hydra.mode=",)  # -m sets it
-        hydra = [o for o in self.hydra_overrides if not o.startswith(implied)]
+        hydra = [
+            f"hydra.sweep.dir={self.root}" if o.startswith("hydra.sweep.dir=") else o
+            for o in self.hydra_overrides
+            if not o.startswith(implied)
+        ]
         args = [*self.task_overrides, *hydra]
         return "egrl-train -m " + " ".join(shlex.quote(a) for a in args)
 
