@@ -124,7 +124,8 @@ def render(
         f"- Agents: {', '.join(agg.agents)}; workloads: {', '.join(agg.workloads)}.",
         f"- Budget: {', '.join(map(str, agg.budgets))} hardware evaluations per run; "
         f"seeds: {', '.join(map(str, agg.seeds))}.",
-        f"- Finished runs: {len(agg.runs)}; left out: {len(agg.problems)} (listed at the end).",
+        f"- Finished runs: {len(agg.runs)}; left out: {len(agg.problems)}"
+        + (" (listed at the end)." if agg.problems else "."),
         f"- Machine: {machine()}; "
         + (
             f"runs in parallel: {' or '.join(map(str, n_jobs))} (per sweep), one torch thread "
