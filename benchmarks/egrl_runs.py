@@ -90,7 +90,7 @@ def collect(roots: list[str]) -> list[dict]:
 
 
 def train(jobs: list[tuple[str, int]], budget: int, overrides: dict, workers: int):
-    """Records of :func:`one_run` for every ``(workload, seed)``, in order, as they finish."""
+    """Records of :func:`one_run` for every ``(workload, seed)``, yielded in ``jobs`` order."""
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one_run, w, s, budget, overrides) for w, s in jobs]
         for future in futures:

@@ -147,7 +147,12 @@ def optimum_speedups(
                 continue
             out[run.workload] = info
             cache[key] = asdict(info)
-            if cache_path is not None:
-                cache_path.parent.mkdir(parents=True, exist_ok=True)
-                cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True), encoding="utf-8")
+            _save_cache(cache_path, cache)
     return out
+
+
+def _save_cache(path: Path | None, cache: dict) -> None:
+    """Write ``cache`` to ``path`` (nothing when there is no cache file)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cache, indent=1, sort_keys=True), encoding="utf-8")
