@@ -1,6 +1,6 @@
 """EGRL: Evolutionary Graph Reinforcement Learning for mapping workloads onto hardware."""
 
-from egrl import workloads
+import workloads
 from egrl.env import Env, Evaluation, make_env
 
 __all__ = ["Env", "Evaluation", "make_env", "workloads"]

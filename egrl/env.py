@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.workloads import Workload
-from egrl.workloads import load as load_workload
 from hwmodels.base import HardwareModel, OptimumResult, Target
+from workloads import Workload
+from workloads import load as load_workload
 
 log = logging.getLogger(__name__)
 

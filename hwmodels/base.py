@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # hardware models read workloads; importing egrl here would be circular
-    from egrl.workloads.ir import Workload
+from workloads.ir import Workload
 
 
 @dataclass

@@ -39,9 +39,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from egrl.workloads.ir import Workload
 from hwmodels import register
 from hwmodels.base import HardwareModel, Measurement, Target
+from workloads.ir import Workload
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 Each model is instantiated from its ``transformers`` config class with random weights
 (``torch.manual_seed`` fixed, eval mode, eager attention where the model has a choice, so
 attention shows up as matmul / softmax), exported through
-:func:`egrl.workloads.from_torch` at int8 (1 byte per element) and written as gzipped
-compact JSON to ``egrl/workloads/zoo/<name>.json.gz``. Needs the optional extra ``zoo``
+:func:`workloads.from_torch` at int8 (1 byte per element) and written as gzipped
+compact JSON to ``workloads/zoo/<name>.json.gz``. Needs the optional extra ``zoo``
 (``pip install -e .[zoo]``); loading the zoo afterwards needs nothing.
 
 Usage::
@@ -28,8 +28,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from egrl.workloads import Workload, from_torch  # noqa: E402
-from egrl.workloads.zoo import SUFFIX, ZOO_DIR  # noqa: E402
+from workloads import Workload, from_torch  # noqa: E402
+from workloads.zoo import SUFFIX, ZOO_DIR  # noqa: E402
 
 log = logging.getLogger("build_zoo")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egrl.workloads.ir import Node, TensorInfo, Workload
+from workloads.ir import Node, TensorInfo, Workload
 
 
 def layer(

@@ -15,8 +15,8 @@ import pytest
 
 import egrl
 import hwmodels
-from egrl.workloads.ir import Node, TensorInfo, Workload
 from hwmodels.external import ExternalEvaluatorError, ExternalModel, ExternalTarget
+from workloads.ir import Node, TensorInfo, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 CHIP = str(ROOT / "examples" / "external_chip.py")

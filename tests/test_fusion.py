@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from egrl.workloads import TensorInfo, WorkloadError
-from egrl.workloads.fusion import fuse
-from egrl.workloads.rawgraph import RawOp
+from workloads import TensorInfo, WorkloadError
+from workloads.fusion import fuse
+from workloads.rawgraph import RawOp
 
 IMG = (1, 8, 4, 4)
 SEQ = (1, 16, 32)

@@ -9,9 +9,9 @@ from gymnasium.utils.env_checker import check_env
 
 import egrl
 from egrl.gym_env import ENV_ID, MappingEnv, make_gym_env
-from egrl.workloads.ir import Node, Workload
 from hwmodels.external import ExternalModel
 from tests.test_external import CHIP, CHIP_ARGS, PY, tiny_workload
+from workloads.ir import Node, Workload
 
 #: unbounded node features are the truth; the checker's hint about them is not an error
 UNBOUNDED = "ignore:.*Box observation space (minimum|maximum) value is"

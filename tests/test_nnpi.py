@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import hwmodels
-from egrl.workloads.ir import TensorInfo, Workload
 from hwmodels.nnpi import LEVELS, NNPI, NNPIParams
 from tests.nnpi_workloads import layer, random_dag, residual
+from workloads.ir import TensorInfo, Workload
 
 DRAM, LLC, SRAM = 0, 1, 2
 

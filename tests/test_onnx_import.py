@@ -9,14 +9,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from egrl.workloads import MissingShapeError, UnsupportedOperatorError, WorkloadError
-from egrl.workloads.onnx_import import translate
-from egrl.workloads.onnx_ops import numel
-from egrl.workloads.onnx_pad import x_pad_before
+from workloads import MissingShapeError, UnsupportedOperatorError, WorkloadError
+from workloads.onnx_import import translate
+from workloads.onnx_ops import numel
+from workloads.onnx_pad import x_pad_before
 
 FLOAT = TensorProto.FLOAT
-HAS_FUSION = importlib.util.find_spec("egrl.workloads.fusion") is not None
-needs_fusion = pytest.mark.skipif(not HAS_FUSION, reason="egrl.workloads.fusion not available")
+HAS_FUSION = importlib.util.find_spec("workloads.fusion") is not None
+needs_fusion = pytest.mark.skipif(not HAS_FUSION, reason="workloads.fusion not available")
 
 
 # ----------------------------------------------------------------- model builders
@@ -355,7 +355,7 @@ def _exporter_style_positions() -> onnx.ModelProto:
 
 
 def test_integer_shape_arithmetic_is_folded_for_shape_inference():
-    from egrl.workloads.onnx_fold import shape_model
+    from workloads.onnx_fold import shape_model
 
     model = _exporter_style_positions()
     plain = onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -403,7 +403,7 @@ def test_custom_domain_operator_is_unsupported():
 
 
 def _load(path):
-    from egrl.workloads.onnx_import import load_model
+    from workloads.onnx_import import load_model
 
     return load_model(path)
 
@@ -456,7 +456,7 @@ def test_secondary_output_consumer_is_an_error():
 # --------------------------------------------------------------------- end to end
 @needs_fusion
 def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
-    from egrl.workloads import from_onnx
+    from workloads import from_onnx
 
     path = tmp_path / "tiny_cnn.onnx"
     onnx.save(cnn(), path)
@@ -471,7 +471,7 @@ def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
 
 @needs_fusion
 def test_transformer_block_end_to_end():
-    from egrl.workloads import from_onnx
+    from workloads import from_onnx
 
     w = from_onnx(transformer_block())
     assert w.op_types.count("linear") == 4 and w.op_types.count("matmul") == 2
@@ -482,7 +482,7 @@ def test_transformer_block_end_to_end():
 
 @needs_fusion
 def test_graph_of_views_only_is_empty():
-    from egrl.workloads import from_onnx
+    from workloads import from_onnx
 
     node = helper.make_node("Identity", ["x"], ["y"], name="noop")
     with pytest.raises(WorkloadError, match="empty"):
@@ -550,7 +550,7 @@ def test_zero_pad_folds_into_the_conv(pad_form, value):
 
 @needs_fusion
 def test_folded_pad_gives_the_nodes_of_the_graph_without_it():
-    from egrl.workloads import from_onnx
+    from workloads import from_onnx
 
     folded, plain = from_onnx(_padded("Conv")), from_onnx(_padded("none"))
     assert folded.num_nodes == plain.num_nodes == 1 and folded.op_types == ["conv"]
@@ -692,7 +692,7 @@ def _export(torch, module, example, path) -> None:
 
 @needs_fusion
 def test_torch_export_weights_equal_module_parameters(tmp_path):
-    from egrl.workloads import from_onnx
+    from workloads import from_onnx
 
     torch, cases = _torch_modules()
     attention = ["norm", "linear", "layout", "layout", "layout", "matmul", "softmax", "matmul"]
@@ -708,11 +708,11 @@ def test_torch_export_weights_equal_module_parameters(tmp_path):
 
 @needs_fusion
 @pytest.mark.skipif(
-    importlib.util.find_spec("egrl.workloads.torch_import") is None,
-    reason="egrl.workloads.torch_import not available",
+    importlib.util.find_spec("workloads.torch_import") is None,
+    reason="workloads.torch_import not available",
 )
 def test_from_onnx_agrees_with_from_torch(tmp_path):
-    from egrl.workloads import from_onnx, from_torch
+    from workloads import from_onnx, from_torch
 
     torch, cases = _torch_modules()
     for i, (module, example) in enumerate(cases):
@@ -727,11 +727,11 @@ def test_from_onnx_agrees_with_from_torch(tmp_path):
 
 @needs_fusion
 @pytest.mark.skipif(
-    importlib.util.find_spec("egrl.workloads.torch_import") is None,
-    reason="egrl.workloads.torch_import not available",
+    importlib.util.find_spec("workloads.torch_import") is None,
+    reason="workloads.torch_import not available",
 )
 def test_explicit_pad_gives_the_same_nodes_from_onnx_and_from_torch(tmp_path):
-    from egrl.workloads import from_onnx, from_torch
+    from workloads import from_onnx, from_torch
 
     torch = pytest.importorskip("torch")
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from egrl.workloads import FEATURE_NAMES, UnsupportedOperatorError, WorkloadError, from_torch
+from workloads import FEATURE_NAMES, UnsupportedOperatorError, WorkloadError, from_torch
 
 
 class TinyCNN(nn.Module):

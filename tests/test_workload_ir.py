@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from egrl.workloads import FEATURE_NAMES, Node, TensorInfo, Workload, WorkloadError
-from egrl.workloads.ir import fmap_xyz
+from workloads import FEATURE_NAMES, Node, TensorInfo, Workload, WorkloadError
+from workloads.ir import fmap_xyz
 
 X = TensorInfo("x", (1, 3, 8, 8), 192)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from egrl import workloads
-from egrl.workloads import FEATURE_NAMES, OP_TYPES, WorkloadError
+import workloads
+from workloads import FEATURE_NAMES, OP_TYPES, WorkloadError
 
 NAMES = workloads.names()
 #: Operational layers the EGRL paper counts (Section 4).

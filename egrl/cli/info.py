@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 
-from egrl import make_env, workloads
+import workloads
+from egrl import make_env
 
 
 def zoo_table() -> str:

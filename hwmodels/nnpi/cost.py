@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from egrl.workloads.ir import Workload
 from hwmodels.nnpi.params import DRAM, NNPIParams
+from workloads.ir import Workload
 
 #: heads of a mapping, in column order
 WEIGHT, ACTIVATION = 0, 1

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.workloads.ir import Workload
 from hwmodels.nnpi.params import DRAM, LEVELS
+from workloads.ir import Workload
 
 
 @dataclass(frozen=True)

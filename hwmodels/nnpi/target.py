@@ -13,7 +13,6 @@ from functools import cached_property
 
 import numpy as np
 
-from egrl.workloads.ir import Workload
 from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
 from hwmodels.nnpi.compiler import (
     NATIVE_COMPILERS,
@@ -25,6 +24,7 @@ from hwmodels.nnpi.compiler import (
 from hwmodels.nnpi.cost import NodeCosts
 from hwmodels.nnpi.occupancy import Tensors, check_fits_in_dram
 from hwmodels.nnpi.params import DRAM, FS_PER_S, LEVELS, NNPIParams
+from workloads.ir import Workload
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The ONNX operator table: what each supported ``op_type`` is for fusion and what it costs.
 
-Every rule gives the :class:`~egrl.workloads.rawgraph.RawOp` kind of the op and says which
+Every rule gives the :class:`~workloads.rawgraph.RawOp` kind of the op and says which
 input slots are what:
 
 * ``data`` slots carry the tensors the op computes on. When a slot holds a *static*
@@ -45,7 +45,7 @@ class OpView:
         present: which input slots are given (optional inputs may be empty).
         shape: ``shape(slot)`` -> shape of that input; raises ``MissingShapeError``.
         pad_before: x-axis padding of a ``Pad`` folded into this op's input 0
-            (:mod:`egrl.workloads.onnx_pad`); added to a sliding window's ``pad``.
+            (:mod:`workloads.onnx_pad`); added to a sliding window's ``pad``.
     """
 
     op_type: str
@@ -244,7 +244,7 @@ OP_RULES: dict[str, OpRule] = {
     ),
     # new layouts (materialised copies)
     "Concat": OpRule("layout", data=ALL, weights=ALL, cost=per_output()),
-    # (a zero Pad read only by PAD_ABSORBING ops is a view instead: egrl.workloads.onnx_pad)
+    # (a zero Pad read only by PAD_ABSORBING ops is a view instead: workloads.onnx_pad)
     **_rules("Transpose Pad Tile Resize Upsample DepthToSpace SpaceToDepth", _LAYOUT),
     "ScatterND": OpRule("layout", data=(0, 2), weights=(0, 2), cost=per_output()),
     # unary elementwise
@@ -273,7 +273,7 @@ OP_RULES: dict[str, OpRule] = {
 MULTI_OUTPUT = frozenset({"Split"})
 
 #: Sliding-window ops whose own padding absorbs a zero ``Pad`` of their input 0
-#: (:mod:`egrl.workloads.onnx_pad`). Not ConvTranspose: its ``pads`` crop the output.
+#: (:mod:`workloads.onnx_pad`). Not ConvTranspose: its ``pads`` crop the output.
 PAD_ABSORBING = frozenset(
     {"Conv", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool"}
 )

@@ -1,11 +1,11 @@
-"""Import a ``torch.nn.Module`` as a :class:`~egrl.workloads.ir.Workload`.
+"""Import a ``torch.nn.Module`` as a :class:`~workloads.ir.Workload`.
 
 The module is exported with ``torch.export.export(module, args, strict=False)`` and
 ``run_decompositions({})`` (core ATen ops, static shapes from the example inputs), in
-eval mode. Each FX node is translated into a :class:`~egrl.workloads.rawgraph.RawOp` by
-the rule :mod:`egrl.workloads.torch_ops` has for its ATen op; an op without a rule
-raises :class:`~egrl.workloads.errors.UnsupportedOperatorError` naming the op and the
-node. :func:`egrl.workloads.fusion.fuse` then groups the ops into layers.
+eval mode. Each FX node is translated into a :class:`~workloads.rawgraph.RawOp` by
+the rule :mod:`workloads.torch_ops` has for its ATen op; an op without a rule
+raises :class:`~workloads.errors.UnsupportedOperatorError` naming the op and the
+node. :func:`workloads.fusion.fuse` then groups the ops into layers.
 
 What the translation reads:
 
@@ -31,11 +31,11 @@ from torch import fx
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
-from egrl.workloads.errors import UnsupportedOperatorError, WorkloadError
-from egrl.workloads.fusion import fuse
-from egrl.workloads.ir import TensorInfo, Workload
-from egrl.workloads.rawgraph import RawOp
-from egrl.workloads.torch_ops import SKIP, lookup, numel, op_name, rule_key, shape_of
+from workloads.errors import UnsupportedOperatorError, WorkloadError
+from workloads.fusion import fuse
+from workloads.ir import TensorInfo, Workload
+from workloads.rawgraph import RawOp
+from workloads.torch_ops import SKIP, lookup, numel, op_name, rule_key, shape_of
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def from_torch(
 
     Raises:
         UnsupportedOperatorError: an ATen op without a rule in
-            :data:`egrl.workloads.torch_ops.TORCH_RULES`.
+            :data:`workloads.torch_ops.TORCH_RULES`.
         WorkloadError: ``torch.export`` failed, or the fused graph is malformed.
     """
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)

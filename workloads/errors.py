@@ -12,7 +12,7 @@ class UnsupportedOperatorError(WorkloadError):
         where = f" in {source}" if source else ""
         super().__init__(
             f"unsupported operator {op!r} at node {node!r}{where}: add a rule for it to the "
-            "importer's op table (egrl/workloads/torch_ops.py or onnx_ops.py) or replace it "
+            "importer's op table (workloads/torch_ops.py or onnx_ops.py) or replace it "
             "in the model"
         )
         self.op = op

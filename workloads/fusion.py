@@ -1,7 +1,7 @@
 """Fusion: group the source ops of an importer into the mappable layers of a workload.
 
-Importers translate their source format into :class:`~egrl.workloads.rawgraph.RawOp`
-records; :func:`fuse` turns that list into a :class:`~egrl.workloads.ir.Workload`. The
+Importers translate their source format into :class:`~workloads.rawgraph.RawOp`
+records; :func:`fuse` turns that list into a :class:`~workloads.ir.Workload`. The
 rules (also in ``docs/workloads.md``, where they are part of the specification):
 
 1. **Constants fold.** A ``const`` op, or any op none of whose value inputs depends on a
@@ -37,9 +37,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from egrl.workloads.errors import WorkloadError
-from egrl.workloads.ir import Node, TensorInfo, Workload
-from egrl.workloads.rawgraph import ANCHOR_KINDS, KINDS, RawOp
+from workloads.errors import WorkloadError
+from workloads.ir import Node, TensorInfo, Workload
+from workloads.rawgraph import ANCHOR_KINDS, KINDS, RawOp
 
 #: Kinds whose output is folded into a weight value when only parameters feed them.
 _WEIGHT_FOLDABLE = ("alias", "eltwise", "layout")

@@ -1,12 +1,12 @@
-"""Import an ONNX model as a :class:`~egrl.workloads.ir.Workload`.
+"""Import an ONNX model as a :class:`~workloads.ir.Workload`.
 
 The file is read without its external weight data (only shapes matter), its nodes are
 put in topological order, ONNX shape inference runs on it (strict, falling back to the
 lenient mode with a warning), and every node is translated into
-:class:`~egrl.workloads.rawgraph.RawOp` records by the rules of
-:mod:`egrl.workloads.onnx_ops`; :func:`egrl.workloads.fusion.fuse` then builds the
+:class:`~workloads.rawgraph.RawOp` records by the rules of
+:mod:`workloads.onnx_ops`; :func:`workloads.fusion.fuse` then builds the
 workload. A zero constant ``Pad`` read only by convolutions / pooling is a view whose
-padding joins their ``pad`` attribute (:mod:`egrl.workloads.onnx_pad`).
+padding joins their ``pad`` attribute (:mod:`workloads.onnx_pad`).
 
 Static values. Initializers and ``Constant`` outputs are static, and so is every value
 computed only from static values, plus the outputs of ``Shape`` / ``Size`` /
@@ -18,7 +18,7 @@ once per workload. A static value read in any other slot (a ``Reshape`` shape, a
 pads, quantisation scales, gather indices) is a constant and costs nothing.
 
 Element size. ``dtype_bytes=None`` means the project's convention, int8 inference
-(1 byte per element), for float models too, as :func:`egrl.workloads.from_torch` does.
+(1 byte per element), for float models too, as :func:`workloads.from_torch` does.
 Only a quantised model says otherwise: the widest integer type around its
 ``QuantizeLinear`` / ``DequantizeLinear`` / ``QLinear*`` / ``*Integer`` ops sets it (int8 /
 uint8 / int4 / float8 -> 1, int16 / uint16 -> 2). An explicit ``dtype_bytes`` wins.
@@ -34,12 +34,12 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, external_data_helper, helper
 
-from egrl.workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
-from egrl.workloads.ir import TensorInfo, Workload
-from egrl.workloads.onnx_fold import shape_model
-from egrl.workloads.onnx_ops import MULTI_OUTPUT, OP_RULES, QUANT_OPS, OpRule, OpView, numel
-from egrl.workloads.onnx_pad import folded_pads
-from egrl.workloads.rawgraph import RawOp
+from workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
+from workloads.ir import TensorInfo, Workload
+from workloads.onnx_fold import shape_model
+from workloads.onnx_ops import MULTI_OUTPUT, OP_RULES, QUANT_OPS, OpRule, OpView, numel
+from workloads.onnx_pad import folded_pads
+from workloads.rawgraph import RawOp
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,11 @@ def from_onnx(
         dtype_bytes: bytes per element; ``None`` follows the rule in the module docstring.
 
     Raises:
-        UnsupportedOperatorError: an op without a rule in :mod:`egrl.workloads.onnx_ops`.
+        UnsupportedOperatorError: an op without a rule in :mod:`workloads.onnx_ops`.
         MissingShapeError: a tensor whose shape is unknown or symbolic after inference.
         WorkloadError: a cyclic or empty graph, a dangling input, or an unreadable file.
     """
-    from egrl.workloads.fusion import fuse
+    from workloads.fusion import fuse
 
     model, source = load_model(path)
     raw = translate(model, source, dtype_bytes)
@@ -155,9 +155,9 @@ def translate(
     """Check and sort ``model`` (in place), infer its shapes, and translate it to raw ops.
 
     Shapes come from ONNX shape inference on a copy whose static integer values are
-    folded (:func:`egrl.workloads.onnx_fold.shape_model`); the ops come from ``model``.
+    folded (:func:`workloads.onnx_fold.shape_model`); the ops come from ``model``.
     ``Pad`` ops that fold into their readers are found on the inferred graph
-    (:func:`egrl.workloads.onnx_pad.folded_pads`).
+    (:func:`workloads.onnx_pad.folded_pads`).
     """
     graph = model.graph
     check_supported(graph, source)

@@ -9,10 +9,10 @@ padding added to each reader's ``pad``) when all of these hold:
 * ``mode`` is ``constant`` and the padding value is absent or zero;
 * ``pads`` (and ``constant_value`` / ``axes`` when given) are static: an attribute
   (opset < 11), an initializer, a ``Constant``, or an integer value the importer folds for
-  shape inference (:mod:`egrl.workloads.onnx_fold`);
+  shape inference (:mod:`workloads.onnx_fold`);
 * every pad is non-negative (no cropping) and the batch and channel axes are not padded;
 * the output is not a graph output, and every reader is an op of
-  :data:`~egrl.workloads.onnx_ops.PAD_ABSORBING` reading it as its data input (slot 0).
+  :data:`~workloads.onnx_ops.PAD_ABSORBING` reading it as its data input (slot 0).
 
 Any other ``Pad`` (reflect / edge / wrap mode, a non-zero value, pads computed from
 activations, a reader such as ``Relu`` or ``ConvTranspose``) stays a ``layout`` node.
@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from egrl.workloads.onnx_ops import PAD_ABSORBING
+from workloads.onnx_ops import PAD_ABSORBING
 
 log = logging.getLogger(__name__)
 

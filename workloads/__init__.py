@@ -1,6 +1,6 @@
 """Workloads: the IR, importers from PyTorch and ONNX, and the built-in zoo.
 
->>> from egrl import workloads
+>>> import workloads
 >>> workloads.names()[:3]
 >>> w = workloads.load("resnet50")
 >>> w.num_nodes, w.features.shape
@@ -8,17 +8,17 @@
 
 from __future__ import annotations
 
-from egrl.workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
-from egrl.workloads.ir import FEATURE_NAMES, OP_TYPES, Node, TensorInfo, Workload
-from egrl.workloads.zoo import load, names
+from workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
+from workloads.ir import FEATURE_NAMES, OP_TYPES, Node, TensorInfo, Workload
+from workloads.zoo import load, names
 
 
 def from_torch(module, example_inputs, name: str | None = None, dtype_bytes: int = 1) -> Workload:
     """Import a ``torch.nn.Module`` by exporting it with ``torch.export`` and fusing it.
 
-    See :func:`egrl.workloads.torch_import.from_torch`.
+    See :func:`workloads.torch_import.from_torch`.
     """
-    from egrl.workloads.torch_import import from_torch as _from_torch
+    from workloads.torch_import import from_torch as _from_torch
 
     return _from_torch(module, example_inputs, name=name, dtype_bytes=dtype_bytes)
 
@@ -26,9 +26,9 @@ def from_torch(module, example_inputs, name: str | None = None, dtype_bytes: int
 def from_onnx(path, name: str | None = None, dtype_bytes: int | None = None) -> Workload:
     """Import an ONNX file (shapes inferred with ONNX shape inference) and fuse it.
 
-    See :func:`egrl.workloads.onnx_import.from_onnx`.
+    See :func:`workloads.onnx_import.from_onnx`.
     """
-    from egrl.workloads.onnx_import import from_onnx as _from_onnx
+    from workloads.onnx_import import from_onnx as _from_onnx
 
     return _from_onnx(path, name=name, dtype_bytes=dtype_bytes)
 

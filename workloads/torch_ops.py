@@ -1,13 +1,13 @@
 """The ATen operator table: what each supported ``torch.export`` op is and what it costs.
 
 Every supported op (keyed by its ATen packet name, ``"aten.conv2d"``) has a
-:class:`TorchRule`: the :class:`~egrl.workloads.rawgraph.RawOp` kind it becomes and a
+:class:`TorchRule`: the :class:`~workloads.rawgraph.RawOp` kind it becomes and a
 cost function computing ``macs``, ``vector_ops`` and conv-style attributes from the FX
 node's arguments and the ``meta["val"]`` shapes of its inputs and output. An op outside
-the table makes :func:`egrl.workloads.from_torch` raise
-:class:`~egrl.workloads.errors.UnsupportedOperatorError`.
+the table makes :func:`workloads.from_torch` raise
+:class:`~workloads.errors.UnsupportedOperatorError`.
 
-Costs follow the same conventions as the ONNX table (:mod:`egrl.workloads.onnx_ops`):
+Costs follow the same conventions as the ONNX table (:mod:`workloads.onnx_ops`):
 ``macs`` for conv / linear / matmul, ``vector_ops`` per output element for elementwise
 ops and layouts (2 for an inference batch-norm, 3 for softmax, 5 for layer / group
 norm), per input element for reductions, per output element and window element for

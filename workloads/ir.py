@@ -1,7 +1,7 @@
 """The workload IR: one node per mappable layer, in execution order.
 
-A :class:`Workload` is what importers (:mod:`egrl.workloads.torch_import`,
-:mod:`egrl.workloads.onnx_import`) produce after fusion and what the built-in zoo
+A :class:`Workload` is what importers (:mod:`workloads.torch_import`,
+:mod:`workloads.onnx_import`) produce after fusion and what the built-in zoo
 stores. It knows nothing about hardware: hardware models read its per-node arrays
 (bytes, MACs, lifetimes, edges) and build their own cost models from them.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from egrl.workloads.errors import WorkloadError
+from workloads.errors import WorkloadError
 
 #: The 19 node features of EGRL Table 1 (Appendix A), in that order.
 FEATURE_NAMES: tuple[str, ...] = (

@@ -2,8 +2,8 @@
 
 Each importer (``torch_import`` for ``torch.export`` programs, ``onnx_import`` for ONNX
 files) translates its source ops into :class:`RawOp` records with one of the
-:data:`KINDS` below; :func:`egrl.workloads.fusion.fuse` then groups them into the
-mappable layers of a :class:`~egrl.workloads.ir.Workload`. Importers never fuse;
+:data:`KINDS` below; :func:`workloads.fusion.fuse` then groups them into the
+mappable layers of a :class:`~workloads.ir.Workload`. Importers never fuse;
 fusion never looks at a source format.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: What a source op is, for fusion. ``anchor`` kinds start a mappable layer and are the
-#: op types of :data:`egrl.workloads.ir.OP_TYPES`; the rest are folded away.
+#: op types of :data:`workloads.ir.OP_TYPES`; the rest are folded away.
 ANCHOR_KINDS = (
     "conv",
     "linear",
