@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import onnx
 import pytest
@@ -15,8 +13,6 @@ from workloads.onnx_ops import numel
 from workloads.onnx_pad import x_pad_before
 
 FLOAT = TensorProto.FLOAT
-HAS_FUSION = importlib.util.find_spec("workloads.fusion") is not None
-needs_fusion = pytest.mark.skipif(not HAS_FUSION, reason="workloads.fusion not available")
 
 
 # ----------------------------------------------------------------- model builders
@@ -454,7 +450,6 @@ def test_secondary_output_consumer_is_an_error():
 
 
 # --------------------------------------------------------------------- end to end
-@needs_fusion
 def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
     from workloads import from_onnx
 
@@ -469,7 +464,6 @@ def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
     assert from_onnx(path, name="other", dtype_bytes=2).total_weight_bytes == 2 * CNN_PARAMS
 
 
-@needs_fusion
 def test_transformer_block_end_to_end():
     from workloads import from_onnx
 
@@ -480,7 +474,6 @@ def test_transformer_block_end_to_end():
     assert w.features.shape == (w.num_nodes, 19)
 
 
-@needs_fusion
 def test_graph_of_views_only_is_empty():
     from workloads import from_onnx
 
@@ -548,7 +541,6 @@ def test_zero_pad_folds_into_the_conv(pad_form, value):
     assert ops["y"].macs == 8 * 9 * 11 * 27  # from the conv's own output, as without folding
 
 
-@needs_fusion
 def test_folded_pad_gives_the_nodes_of_the_graph_without_it():
     from workloads import from_onnx
 
@@ -612,7 +604,8 @@ def test_pad_without_static_pads_is_not_folded():
 
 # ------------------------------------------------------------ torch.onnx.export
 def _torch_modules():
-    torch = pytest.importorskip("torch")
+    import torch
+
     nn = torch.nn
 
     class TinyCNN(nn.Module):
@@ -675,22 +668,19 @@ def _torch_modules():
 def _export(torch, module, example, path) -> None:
     import warnings
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                (example,),
-                str(path),
-                dynamo=False,
-                opset_version=17,
-                training=torch.onnx.TrainingMode.PRESERVE,  # keep batch norms unfolded
-            )
-    except (ImportError, ModuleNotFoundError) as exc:
-        pytest.skip(f"torch.onnx.export needs a missing package: {exc}")
+    # The TorchScript exporter (dynamo=False) needs no package beyond torch and onnx.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            (example,),
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            training=torch.onnx.TrainingMode.PRESERVE,  # keep batch norms unfolded
+        )
 
 
-@needs_fusion
 def test_torch_export_weights_equal_module_parameters(tmp_path):
     from workloads import from_onnx
 
@@ -706,11 +696,6 @@ def test_torch_export_weights_equal_module_parameters(tmp_path):
         assert w.op_types == types
 
 
-@needs_fusion
-@pytest.mark.skipif(
-    importlib.util.find_spec("workloads.torch_import") is None,
-    reason="workloads.torch_import not available",
-)
 def test_from_onnx_agrees_with_from_torch(tmp_path):
     from workloads import from_onnx, from_torch
 
@@ -725,15 +710,10 @@ def test_from_onnx_agrees_with_from_torch(tmp_path):
         assert w_onnx.macs.tolist() == w_torch.macs.tolist()
 
 
-@needs_fusion
-@pytest.mark.skipif(
-    importlib.util.find_spec("workloads.torch_import") is None,
-    reason="workloads.torch_import not available",
-)
 def test_explicit_pad_gives_the_same_nodes_from_onnx_and_from_torch(tmp_path):
-    from workloads import from_onnx, from_torch
+    import torch
 
-    torch = pytest.importorskip("torch")
+    from workloads import from_onnx, from_torch
 
     class PadConv(torch.nn.Module):
         def __init__(self) -> None:

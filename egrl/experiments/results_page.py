@@ -18,7 +18,8 @@ from egrl.experiments.launch import SweepRecord
 from egrl.experiments.summary import PAPER_WORKLOADS
 from egrl.experiments.tables import final_table, optimum_table, pivot_table, problems_list
 
-#: the paper's final speedups on the NNP-I chip (EGRL paper, section 5; FACTS.md)
+#: the paper's final speedups on the NNP-I chip (Khadka et al., arXiv:2007.07298, 2020,
+#: section 5 and Figure 3)
 PAPER_SPEEDUPS = {
     "resnet50": {"egrl": 1.28, "ea": 1.06, "greedy-dp": 0.72, "pg": 0.29},
     "resnet101": {"egrl": 1.78, "ea": 1.47, "greedy-dp": 1.27, "pg": 0.23},
