@@ -1,8 +1,10 @@
 """Plain configuration records for training, usable with or without Hydra.
 
-Defaults are the EGRL paper's Table 2 values (``FACTS.md``). The Hydra tree under
-``configs/`` mirrors these records one group per swappable part; :func:`from_mapping`
-builds a :class:`TrainConfig` from a Hydra ``DictConfig`` or any nested mapping.
+Defaults are the values of Table 2 of the EGRL paper (Khadka et al., "Optimizing Memory
+Placement using Evolutionary Graph Reinforcement Learning", arXiv:2007.07298, 2020). The
+Hydra tree under ``configs/`` mirrors these records one group per swappable part;
+:func:`from_mapping` builds a :class:`TrainConfig` from a Hydra ``DictConfig`` or any
+nested mapping.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from egrl.sac import SACConfig
+from egrl.validation import check_config
 
 
 @dataclass
@@ -110,7 +113,12 @@ def _build(cls, data: dict[str, Any]):
 
 
 def from_mapping(cfg: Any) -> TrainConfig:
-    """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config)."""
+    """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config).
+
+    Every value is checked against :data:`egrl.validation.RULES` first: a value out of
+    range raises :class:`egrl.validation.ConfigError` (a ``ValueError``) naming the key,
+    the value and what is allowed.
+    """
     try:
         from omegaconf import OmegaConf
 
@@ -119,6 +127,7 @@ def from_mapping(cfg: Any) -> TrainConfig:
     except ImportError:  # pragma: no cover - omegaconf is a dependency
         pass
     cfg = dict(cfg)
+    check_config(cfg)
     top = {f.name for f in fields(TrainConfig)} - set(_SECTIONS)
     kwargs = {k: cfg[k] for k in top if k in cfg}
     for key, cls in _SECTIONS.items():

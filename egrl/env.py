@@ -19,7 +19,9 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from egrl.features import featurise
 from hwmodels.base import HardwareModel, OptimumResult, Target
 from workloads import Workload
 from workloads import load as load_workload
@@ -54,6 +56,10 @@ class Evaluation:
 class Env:
     """A hardware target bound to a workload: the problem every agent solves.
 
+    Besides the native compiler's map (``baseline_mapping``) it holds the target's
+    ``initial_mapping`` (EGRL's initial mapping action) and ``fallback_mapping`` (a map
+    the target always accepts), int64 ``[N, H]`` each, asked once.
+
     Args:
         target: the bound hardware model (``HardwareModel.bind(workload)``).
         workload: the workload it was bound to (kept for names and reports).
@@ -66,7 +72,11 @@ class Env:
         self.workload = workload
         self.invalid_reward_scale = float(invalid_reward_scale)
         self.num_evaluations = 0
-        self.baseline_mapping = np.asarray(target.native_mapping(), dtype=np.int64)
+        self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
+        self._graph: tuple[object, object] | None = None  # (raw x, featurised graph)
+        self.baseline_mapping = self._target_map("native_mapping")
+        self.initial_mapping = self._target_map("initial_mapping")
+        self.fallback_mapping = self._target_map("fallback_mapping")
         base = target.measure(self.baseline_mapping[None])
         if not bool(base.valid[0]):
             raise RuntimeError(
@@ -74,7 +84,13 @@ class Env:
                 f"{type(target).__name__}: the target's compiler disagrees with itself"
             )
         self.baseline_latency_s = float(base.latency_s[0])
-        self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
+
+    def _target_map(self, method: str) -> np.ndarray:
+        """int64 ``[N, H]``: ``target.<method>()``, checked like any map."""
+        try:
+            return self.check_maps(getattr(self.target, method)())[0].copy()
+        except ValueError as err:
+            raise ValueError(f"{type(self.target).__name__}.{method}(): {err}") from None
 
     # ------------------------------------------------------------ the problem
     @property
@@ -95,13 +111,33 @@ class Env:
 
     @property
     def graph(self):
-        """The decision graph (PyG ``Data``: ``x`` float32 ``[N, F]``, ``edge_index``)."""
-        return self.target.graph
+        """The decision graph the policies read: the target's graph, featurised.
+
+        PyG ``Data``: ``x`` float32 ``[N, F]``, ``sign(x) * log1p(|x|)`` of the target's
+        raw features (:func:`egrl.features.featurise`), ``edge_index`` int64 ``[2, E]``.
+        Built once, again only if the target's graph gets other features.
+        """
+        raw = self.target.graph
+        if self._graph is None or self._graph[0] is not raw.x:
+            where = f"{type(self.target).__name__} graph of {self.workload.name!r}"
+            self._graph = (raw.x, featurise(raw, where))
+        return self._graph[1]
 
     @property
     def num_choices(self) -> np.ndarray:
         """int64 ``[H]``: number of choices of each head."""
         return self._num_choices
+
+    @property
+    def max_choices(self) -> int:
+        """``C``: the most choices of any head (last axis of ``probs``)."""
+        return int(self._num_choices.max())
+
+    @property
+    def wants_probabilities(self) -> bool:
+        """The target's compiler uses the policy's per-unit probabilities (see
+        :meth:`evaluate`)."""
+        return bool(getattr(self.target, "wants_probabilities", False))
 
     # ------------------------------------------------------------- evaluation
     def check_maps(self, maps) -> np.ndarray:
@@ -133,17 +169,65 @@ class Env:
     def head_names(self) -> list[str]:
         return list(self.heads)
 
-    def evaluate(self, maps) -> Evaluation:
+    def check_probs(self, probs, batch: int) -> np.ndarray:
+        """Validate the policy's probabilities of a batch of ``batch`` maps.
+
+        Args:
+            probs: float ``[B, N, H, C]`` (or ``[N, H, C]`` for a batch of one), array or
+                tensor; ``C`` = :attr:`max_choices`.
+
+        Returns:
+            float64 ``[B, N, H, C]``.
+
+        Raises:
+            ValueError: wrong shape, a negative or non-finite value, mass past a head's
+                own choices, or a row that does not sum to 1 (the first one is named).
+        """
+        if isinstance(probs, torch.Tensor):
+            probs = probs.detach().cpu().numpy()
+        arr = np.asarray(probs, dtype=np.float64)
+        if arr.ndim == 3:
+            arr = arr[None]
+        expected = (batch, self.num_units, self.num_heads, self.max_choices)
+        if arr.shape != expected:
+            raise ValueError(
+                f"probs must have shape {list(expected)} (maps x units x heads x choices), "
+                f"got {list(np.shape(probs))}"
+            )
+        if not np.isfinite(arr).all() or (arr < 0).any():
+            raise ValueError("probs must be finite and non-negative")
+        past = np.arange(self.max_choices) >= self._num_choices[:, None]  # [H, C]
+        bad = (arr * past).any(axis=-1) | ~np.isclose(arr.sum(axis=-1), 1.0, atol=1e-4)
+        if bad.any():
+            b, u, h = (int(x) for x in np.argwhere(bad)[0])
+            head = self.head_names[h]
+            raise ValueError(
+                f"probs of map {b}, unit {self.unit_names[u]!r}, head {head!r} must sum to 1 "
+                f"over its {self._num_choices[h]} choices and be 0 past them, got "
+                f"{arr[b, u, h].tolist()}"
+            )
+        return arr
+
+    def evaluate(self, maps, probs=None) -> Evaluation:
         """Evaluate a batch of maps: compile, run, reward (EGRL Algorithm 1).
 
         Args:
             maps: int ``[B, N, H]`` or ``[N, H]`` (a batch of one).
+            probs: ``None`` or float ``[B, N, H, C]`` (``C`` = :attr:`max_choices`): the
+                policy's probability of each choice of each unit and head, 0 past a head's
+                own choices, summing to 1 over them (:meth:`check_probs`). Passed to the
+                target only if it :attr:`wants_probabilities`; ignored otherwise.
 
         Returns:
             An :class:`Evaluation` whose arrays have length ``B``.
         """
         batch = self.check_maps(maps)
-        m = self.target.measure(batch)
+        if probs is not None:
+            probs = self.check_probs(probs, len(batch))
+        if self.wants_probabilities:
+            m = self.target.measure(batch, probs=probs)
+        else:
+            m = self.target.measure(batch)
         self.num_evaluations += len(batch)
         return self.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
 
@@ -204,7 +288,9 @@ def make_env(
         workload: a zoo name (``workloads.names()``), a path to a workload JSON, or a
             :class:`Workload`.
         invalid_reward_scale: see :class:`Env`.
-        **hw_params: parameters of the hardware model when given by name.
+        **hw_params: parameters of the hardware model when given by name; ``module``
+            (a dotted module name or a ``.py`` path) is imported first so that a model
+            outside ``hwmodels`` can register itself (:func:`hwmodels.make`).
     """
     import hwmodels
 

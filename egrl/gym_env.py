@@ -3,7 +3,7 @@
 >>> import gymnasium as gym
 >>> import egrl.gym_env  # registers "egrl/Mapping-v0"
 >>> env = gym.make("egrl/Mapping-v0", hwmodel="nnpi", workload="resnet50")
->>> obs, info = env.reset(seed=0)          # float32 [N, 19] node features
+>>> obs, info = env.reset(seed=0)          # float32 [N, F]: the policies' node features
 >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 
 As in EGRL (Table 2: one step per episode), an episode is one decision: the agent
@@ -27,7 +27,8 @@ ENV_ID = "egrl/Mapping-v0"
 class MappingEnv(gym.Env):
     """One-step episodes over an :class:`~egrl.env.Env`.
 
-    Observation: the decision graph's node features ``env.graph.x``, float32
+    Observation: the decision graph's node features as the policies read them,
+    ``env.graph.x`` (featurised by :func:`egrl.features.featurise`), float32
     ``[N, F]``; with ``observe_edges=True`` a ``Dict`` of those (``"x"``) and the
     edges (``"edge_index"``, int64 ``[2, E]``). Both are the same in every episode.
 

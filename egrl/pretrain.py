@@ -1,47 +1,47 @@
 """Pre-training one GNN learner on several workloads at once, for zero-shot transfer.
 
-One discrete-SAC learner (:class:`egrl.sac.SACDiscrete`: one Graph U-Net actor, one twin-Q
-critic) learns from every training workload. One generation::
+:class:`MultiWorkloadPretrainer` is the EGRL trainer (:class:`egrl.trainer.Trainer`)
+without a population, with one discrete-SAC learner (one Graph U-Net actor, one twin-Q
+critic) and several training workloads. One generation::
 
     for each training workload w (in the given order):
         maps_w = actor's noisy rollouts + greedy rollouts on w's decision graph
-        ev_w   = env_w.evaluate(maps_w); buffer_w.add(maps_w, ev_w.reward)
+        ev_w   = env_w.evaluate(maps_w); buffer_w.add(maps_w, ev_w.reward, "learner")
     repeat (evaluations this generation) * gradient_ratio times:
-        w     = a training workload drawn uniformly
+        w     = a training workload drawn uniformly (no draw when there is one)
         batch = buffer_w.sample(batch_size)
         learner.update(graph_w, batch)
 
-Every workload keeps its own replay buffer because a map only makes sense on its own
-graph. Rewards need no further scaling: each env already normalises by its own native
-compiler (``(L_c / L)^2`` for valid maps, ``-reassigned ratio`` otherwise), which puts
-workloads of very different latencies on one scale, as the EGRL paper notes for
+Every workload keeps its own replay buffer and best map because a map only makes sense on
+its own graph. Rewards need no further scaling: each env already normalises by its own
+native compiler (``(L_c / L)^2`` for valid maps, ``-reassigned ratio`` otherwise), which
+puts workloads of very different latencies on one scale, as the EGRL paper notes for
 multi-workload training. The budget counts evaluations over all training workloads; a
 generation that would cross it evaluates only what is left.
 
-Snapshots of the actor (``policies/iter_XXXXXX.safetensors``, key prefix ``learner.``)
-are taken every ``snapshot_every`` generations and at the end, and evaluated zero-shot on
-the held-out (and the training) workloads with :mod:`egrl.transfer`. There is no
-population here (an evolving population per workload is out of scope) and no
-checkpoint/resume: a pretraining run is restarted from its seed.
+The budget, ``metrics.csv``, timing, policy snapshots and checkpoints are the trainer's
+(:class:`egrl.agents.base.SearchAgent`): a killed run resumes from its last checkpoint
+(``egrl-transfer pretrain --resume OUT``) and continues bit for bit. Snapshots of the actor
+(``policies/iter_XXXXXX.safetensors``, key prefix ``learner.``) are taken every
+``snapshot_every`` generations and at the end, and evaluated zero-shot on the held-out (and
+the training) workloads with :mod:`egrl.transfer`. There is no population here (an
+evolving population per workload is out of scope).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-from egrl.agents.base import append_metrics_row, to_numpy_maps
-from egrl.config import LearnerConfig, PolicyConfig
+from egrl.agents.base import TIMING_COLUMNS, Best, replay_buffer
+from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import Env
-from egrl.replay import ReplayBuffer
 from egrl.sac import SACDiscrete
+from egrl.trainer import Trainer
 from egrl.transfer import (
     OUTPUT_DIR,
     RUN_CONFIG,
@@ -50,10 +50,12 @@ from egrl.transfer import (
     evaluate_snapshots,
     list_snapshots,
     write_outputs,
-    write_snapshot,
 )
 
 log = logging.getLogger(__name__)
+
+#: learner statistics of a generation, as metrics.csv columns
+LEARNER_COLUMNS = ("gradient_steps", "critic_loss", "actor_loss", "entropy", "q_mean")
 
 
 @dataclass
@@ -67,6 +69,8 @@ class PretrainConfig:
         seed: seed of every random draw (network init, rollouts, minibatches, samples).
         hwmodel: hardware model name, ``hw_params`` its parameters.
         snapshot_every: generations between actor snapshots (the last one is always taken).
+        checkpoint_every: generations between checkpoints (the last one is always written).
+        keep_checkpoints: how many of the newest checkpoints are kept.
         samples: sampled maps per zero-shot evaluation besides the greedy map.
         policy: Graph U-Net sizes; ``learner``: SAC and rollout settings
             (``rollouts`` noisy and ``clean_rollouts`` greedy maps per workload and
@@ -81,6 +85,8 @@ class PretrainConfig:
     hw_params: dict = field(default_factory=dict)
     invalid_reward_scale: float = 1.0
     snapshot_every: int = 10
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 3
     samples: int = 16
     device: str = "cpu"
     threads: int = 1
@@ -113,6 +119,23 @@ class PretrainConfig:
             tuple(self.train), self.hwmodel, dict(self.hw_params), self.invalid_reward_scale
         )
 
+    def train_config(self) -> TrainConfig:
+        """The trainer's view of this run: a ``pg`` agent (learner only) named ``pretrain``."""
+        return TrainConfig(
+            seed=self.seed,
+            budget=self.budget,
+            device=self.device,
+            threads=self.threads,
+            checkpoint_every=self.checkpoint_every,
+            keep_checkpoints=self.keep_checkpoints,
+            snapshot_every=self.snapshot_every,
+            invalid_reward_scale=self.invalid_reward_scale,
+            progress=self.progress,
+            agent=AgentConfig(name="pretrain", use_population=False, migration=False),
+            policy=self.policy,
+            learner=self.learner,
+        )
+
     def to_dict(self) -> dict:
         """The resolved config as written to ``config.yaml`` (read back by egrl-transfer)."""
         d = asdict(self)
@@ -142,14 +165,18 @@ class PretrainConfig:
         return cls(**cfg)
 
 
-class MultiWorkloadPretrainer:
+class MultiWorkloadPretrainer(Trainer):
     """One SAC learner trained on several environments (see the module docstring).
+
+    The first environment is the *home* workload: it is the trainer's ``env``, ``graph``,
+    ``buffer`` and ``best`` between generations. While the learner acts on another
+    workload, :meth:`on_workload` points those four at that workload's own.
 
     Args:
         envs: training environments by name; their decision graphs must share the feature
             width and the heads.
         cfg: the run's configuration (``train`` and ``holdout`` are not read here).
-        run_dir: where ``metrics.csv`` and ``policies/`` go (None: nowhere, no snapshots).
+        run_dir: where ``metrics.csv``, ``policies/`` and ``checkpoints/`` go (None: nowhere).
     """
 
     def __init__(
@@ -157,159 +184,127 @@ class MultiWorkloadPretrainer:
     ):
         if not envs:
             raise ValueError("pretraining needs at least one training environment")
-        self.envs = dict(envs)
-        self.cfg = cfg
-        self.run_dir = Path(run_dir) if run_dir is not None else None
-        first_name, first = next(iter(self.envs.items()))
-        self.in_dim = int(first.graph.x.shape[1])
-        self.num_choices = [int(c) for c in first.num_choices]
-        for name, env in self.envs.items():
-            width, choices = int(env.graph.x.shape[1]), [int(c) for c in env.num_choices]
-            if (width, choices) != (self.in_dim, self.num_choices):
+        self.home, first = next(iter(envs.items()))
+        width, choices = int(first.graph.x.shape[1]), [int(c) for c in first.num_choices]
+        for name, env in envs.items():
+            theirs = (int(env.graph.x.shape[1]), [int(c) for c in env.num_choices])
+            if theirs != (width, choices):
                 raise ValueError(
-                    f"workload {name!r} has feature width {width} and head choices {choices}, "
-                    f"but {first_name!r} has {self.in_dim} and {self.num_choices}: one policy "
+                    f"workload {name!r} has feature width {theirs[0]} and head choices "
+                    f"{theirs[1]}, but {self.home!r} has {width} and {choices}: one policy "
                     "cannot read both"
                 )
-        self.device = torch.device(cfg.device)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
-        lc, pol = cfg.learner, cfg.policy
-        self.learner = SACDiscrete.build(
-            self.in_dim,
-            self.num_choices,
-            seed=int(self.rng.integers(0, 2**31 - 1)),
-            config=lc,
-            device=self.device,
-            **asdict(pol),
-        )
+        super().__init__(first, cfg.train_config(), run_dir)
+        self.envs = dict(envs)
         self.graphs = {name: env.graph.to(self.device) for name, env in self.envs.items()}
-        self.buffers = {
-            name: ReplayBuffer(max(lc.buffer_size, 1), env.num_units, env.num_heads)
-            for name, env in self.envs.items()
-        }
-        self.best_speedup = dict.fromkeys(self.envs, 0.0)
-        self.iterations = 0
-        self.generation = 0
-        self.wall_s = 0.0
-        self.rows: list[dict] = []
+        self.graphs[self.home] = self.graph
+        size = cfg.learner.buffer_size
+        self.buffers = {name: replay_buffer(env, size) for name, env in self.envs.items()}
+        self.buffers[self.home] = self.buffer
+        self.bests = {name: Best() for name in self.envs}
+        self.bests[self.home] = self.best
 
     @property
-    def remaining(self) -> int:
-        return self.cfg.budget - self.iterations
+    def learner(self) -> SACDiscrete:
+        """The one learner."""
+        return self.portfolio.learners[0]
 
     @property
     def columns(self) -> tuple[str, ...]:
         per = [f"{k}[{n}]" for n in self.envs for k in ("clean_speedup", "best_speedup")]
-        stats = ("gradient_steps", "critic_loss", "actor_loss", "entropy", "q_mean")
-        return ("generation", "iterations", "wall_s", *per, *stats)
+        return ("generation", "iterations", "wall_s", *per, *LEARNER_COLUMNS, *TIMING_COLUMNS[1:])
+
+    @property
+    def trained_on(self) -> str:
+        return "+".join(self.envs)
+
+    @contextmanager
+    def on_workload(self, name: str) -> Iterator[None]:
+        """Act, evaluate and record on workload ``name``; back to the home workload after."""
+        self.env, self.graph = self.envs[name], self.graphs[name]
+        self.buffer, self.best = self.buffers[name], self.bests[name]
+        try:
+            yield
+        finally:
+            self.env, self.graph = self.envs[self.home], self.graphs[self.home]
+            self.buffer, self.best = self.buffers[self.home], self.bests[self.home]
 
     # -------------------------------------------------------------- generation
-    def _rollouts(self, name: str, row: dict) -> None:
-        """Noisy and greedy maps of the actor on ``name``, evaluated and stored."""
-        lc, env = self.cfg.learner, self.envs[name]
-        for noisy, count in ((True, lc.rollouts), (False, lc.clean_rollouts)):
-            n = min(int(count), self.remaining)
-            if n <= 0:
-                continue
-            draws = n if noisy else 1  # the greedy map is the same every time
-            maps = to_numpy_maps(self.learner.act(self.graphs[name], draws, self.generator, noisy))
-            maps = np.repeat(maps, n // draws, axis=0)
-            ev = env.evaluate(maps)
-            self.buffers[name].add(maps, ev.reward, "learner-noisy" if noisy else "learner-clean")
-            self.iterations += n
-            self.best_speedup[name] = max(self.best_speedup[name], float(ev.speedup.max()))
-            if not noisy:
-                row[f"clean_speedup[{name}]"] = float(ev.speedup[0])
-
-    def _updates(self, env_steps: int) -> dict:
-        """``env_steps * gradient_ratio`` updates, each on one uniformly drawn workload."""
-        lc = self.cfg.learner
-        held = sum(len(b) for b in self.buffers.values())
-        if held < max(lc.burn_in, lc.batch_size):
-            return {"gradient_steps": 0}
-        names = [n for n, b in self.buffers.items() if len(b)]
-        ups = int(round(env_steps * lc.gradient_ratio))
-        stats: dict[str, list[float]] = {}
-        for _ in range(ups):
-            name = names[int(self.rng.integers(len(names)))]
-            batch = self.buffers[name].sample(lc.batch_size, self.rng)
-            for k, v in self.learner.update(self.graphs[name], batch).items():
-                stats.setdefault(k, []).append(float(v))
-        out = {k: float(np.mean(v)) for k, v in stats.items() if k in self.columns}
-        out["gradient_steps"] = ups
-        return out
-
     def step(self) -> dict:
-        """One generation; returns its metrics row."""
-        start = time.perf_counter()
-        row: dict = dict.fromkeys(self.columns, float("nan"))
+        """One generation: rollouts on every workload in turn, then the learner's updates."""
+        row: dict = {}
         before = self.iterations
         for name in self.envs:
-            self._rollouts(name, row)
-        row.update(self._updates(self.iterations - before))
-        self.generation += 1
-        self.wall_s += time.perf_counter() - start
-        row.update(generation=self.generation, iterations=self.iterations, wall_s=self.wall_s)
-        row.update({f"best_speedup[{n}]": v for n, v in self.best_speedup.items()})
-        self.rows.append(row)
+            with self.on_workload(name):
+                rollouts = self._learner_rollouts()
+            if "learner_clean_speedup" in rollouts:
+                row[f"clean_speedup[{name}]"] = rollouts["learner_clean_speedup"]
+        row.update(self._learner_updates(self.iterations - before))
+        row.update({f"best_speedup[{n}]": best.speedup for n, best in self.bests.items()})
         return row
 
-    def run(self) -> list[dict]:
-        """Train until the budget is spent, writing metrics and snapshots; returns the rows."""
-        from tqdm.auto import tqdm
-
-        with tqdm(
-            total=self.cfg.budget, desc="pretrain", unit="eval", disable=not self.cfg.progress
-        ) as bar:
-            while self.remaining > 0:
-                before = self.iterations
-                row = self.step()
-                bar.update(self.iterations - before)
-                if self.run_dir is None:
-                    continue
-                self._append_metrics(row)
-                if self.generation % max(1, self.cfg.snapshot_every) == 0 or self.remaining <= 0:
-                    self.save_snapshot()
-        return self.rows
+    def _replay(self) -> list[tuple]:
+        """Every workload's ``(graph, buffer)``: each update draws one of them."""
+        return [(self.graphs[name], self.buffers[name]) for name in self.envs]
 
     # ---------------------------------------------------------------- outputs
-    def _append_metrics(self, row: dict) -> None:
-        append_metrics_row(self.run_dir / "metrics.csv", self.columns, row)
+    def write_outputs(self) -> None:
+        """Nothing beyond metrics, snapshots and checkpoints: :func:`pretrain` evaluates."""
 
-    def save_snapshot(self) -> Path:
-        """``policies/iter_XXXXXX.safetensors`` with the actor under the ``learner.`` prefix."""
-        meta = {
-            "iterations": str(self.iterations),
-            "generation": str(self.generation),
-            "workload": "+".join(self.envs),
-            "policy": json.dumps(asdict(self.cfg.policy)),
-            "in_dim": str(self.in_dim),
-            "num_choices": json.dumps(self.num_choices),
+    # ------------------------------------------------------------ checkpoints
+    def agent_state(self) -> dict:
+        """The learner's state and every workload's buffer and best map but the home's
+        (those are the trainer's own ``buffer`` and ``best``)."""
+        others = [name for name in self.envs if name != self.home]
+        return {
+            **super().agent_state(),
+            "workloads": list(self.envs),
+            "others": [
+                {"buffer": self.buffers[n].state_dict(), "best": self.bests[n].state_dict()}
+                for n in others
+            ],
         }
-        path = self.run_dir / SNAPSHOT_DIR / f"iter_{self.iterations:06d}.safetensors"
-        return write_snapshot(path, {"learner": self.learner.actor}, meta)
+
+    def load_agent_state(self, state: dict) -> None:
+        if list(state["workloads"]) != list(self.envs):
+            raise ValueError(
+                f"pretraining checkpoint trained on {list(state['workloads'])}, "
+                f"this run on {list(self.envs)}"
+            )
+        super().load_agent_state(state)
+        self.bests[self.home] = self.best
+        others = [name for name in self.envs if name != self.home]
+        for name, saved in zip(others, state["others"], strict=True):
+            self.buffers[name].load_state_dict(saved["buffer"])
+            self.bests[name] = Best(**saved["best"])
 
 
-def pretrain(cfg: PretrainConfig, out_dir: str | Path) -> dict[str, Path]:
+def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> dict[str, Path]:
     """Pretrain on ``cfg.train``, then evaluate every snapshot zero-shot.
 
-    ``out_dir`` receives ``config.yaml``, ``metrics.csv``, ``policies/`` and
-    ``transfer/`` (``transfer.csv``, ``transfer.png``, ``transfer.md`` over the training
-    and held-out workloads). Returns the paths of the transfer outputs.
+    ``out_dir`` receives ``config.yaml``, ``metrics.csv``, ``checkpoints/``, ``policies/``
+    and ``transfer/`` (``transfer.csv``, ``transfer.png``, ``transfer.md`` over the training
+    and held-out workloads). With ``resume``, training continues from the last checkpoint
+    in ``out_dir`` (``cfg`` should be the run's own, :func:`read_config`) and gives the same
+    snapshots as an uninterrupted run. Returns the paths of the transfer outputs.
     """
     from omegaconf import OmegaConf
 
     out_dir = Path(out_dir)
-    if (out_dir / SNAPSHOT_DIR).exists() and any((out_dir / SNAPSHOT_DIR).iterdir()):
-        raise FileExistsError(
-            f"{out_dir / SNAPSHOT_DIR} already holds snapshots: choose a new --out"
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / RUN_CONFIG).write_text(OmegaConf.to_yaml(cfg.to_dict()), encoding="utf-8")
+    if not resume:
+        if (out_dir / SNAPSHOT_DIR).exists() and any((out_dir / SNAPSHOT_DIR).iterdir()):
+            raise FileExistsError(
+                f"{out_dir / SNAPSHOT_DIR} already holds snapshots: choose a new --out "
+                "or --resume it"
+            )
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / RUN_CONFIG).write_text(OmegaConf.to_yaml(cfg.to_dict()), encoding="utf-8")
     info = cfg.run_info
     envs = {name: info.make_env(name) for name in [*cfg.train, *cfg.holdout]}
     trainer = MultiWorkloadPretrainer({n: envs[n] for n in cfg.train}, cfg, out_dir)
+    if resume and not trainer.resume():
+        log.warning("no checkpoint in %s: pretraining from the start", out_dir)
+        (out_dir / "metrics.csv").unlink(missing_ok=True)  # rows of the killed attempt
     trainer.run()
     log.info("pretrained on %s for %d evaluations", cfg.train, trainer.iterations)
     roles = {n: "train" if n in cfg.train else "holdout" for n in envs}
@@ -318,3 +313,13 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path) -> dict[str, Path]:
     )
     title = f"learner pretrained on {'+'.join(cfg.train)}"
     return write_outputs(rows, out_dir / OUTPUT_DIR, title)
+
+
+def read_config(out_dir: str | Path) -> PretrainConfig:
+    """The configuration a pretraining run wrote to ``out_dir/config.yaml``."""
+    from omegaconf import OmegaConf
+
+    path = Path(out_dir) / RUN_CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"cannot resume {out_dir}: {RUN_CONFIG} is missing")
+    return PretrainConfig.from_mapping(OmegaConf.load(path))

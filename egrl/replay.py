@@ -3,8 +3,8 @@
 In EGRL every episode is one step (Table 2): the state is the workload's decision graph,
 which is the same for every transition of a run, the action is a whole map ``[N, H]`` and
 the episode ends with the reward. The buffer therefore stores no states: only actions,
-rewards, the ``done`` flag and the policy that produced each transition (its *source*:
-``"gnn"``, ``"boltzmann"``, ``"learner-noisy"``, ``"learner-clean"``, ...).
+rewards, the ``done`` flag and the kind of policy that produced each transition (its
+*source*: ``"gnn"``, ``"boltzmann"``, ``"learner"``, or an agent's own name).
 
 Storage is cyclic (Algorithm 2, line 2): once ``capacity`` transitions are held, each new
 one overwrites the oldest. Arrays are numpy; :meth:`ReplayBuffer.state_dict` returns only
@@ -73,8 +73,11 @@ class ReplayBuffer:
     def add(self, actions, rewards, source: str, done=True) -> np.ndarray:
         """Append a batch of transitions.
 
+        The maps are stored as given: they are the maps an environment evaluated, which
+        :meth:`egrl.env.Env.check_maps` has validated (shape, integer choices in range).
+
         Args:
-            actions: int ``[B, N, H]`` (or ``[N, H]`` for one map): the maps as evaluated.
+            actions: int ``[B, N, H]``: the maps as evaluated.
             rewards: float ``[B]`` (or a scalar for one map).
             source: name of the policy that produced every map of the batch.
             done: bool ``[B]`` or a scalar; ``True`` for EGRL's one-step episodes.
@@ -82,7 +85,11 @@ class ReplayBuffer:
         Returns:
             int64 ``[B]``: the slots written.
         """
-        acts = self._check_actions(actions)
+        acts = np.asarray(actions)
+        if acts.size and int(acts.max()) >= self.max_choices:
+            raise ValueError(
+                f"choice {int(acts.max())} does not fit max_choices={self.max_choices}"
+            )
         batch = len(acts)
         rews = np.asarray(rewards, dtype=np.float64).reshape(-1)
         if rews.size == 1 and batch > 1:
@@ -110,27 +117,6 @@ class ReplayBuffer:
         self._size = min(self.capacity, self._size + batch)
         self.num_added += batch
         return slots.astype(np.int64)
-
-    def _check_actions(self, actions) -> np.ndarray:
-        arr = np.asarray(actions)
-        if arr.ndim == 2:
-            arr = arr[None]
-        shape = (self.num_units, self.num_heads)
-        if arr.ndim != 3 or arr.shape[1:] != shape:
-            raise ValueError(
-                f"actions must have shape [B, {shape[0]}, {shape[1]}] or {list(shape)}, "
-                f"got {list(np.shape(actions))}"
-            )
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError(f"actions must be integer choices, got dtype {arr.dtype}")
-        bad = (arr < 0) | (arr >= self.max_choices)
-        if bad.any():
-            b, u, h = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
-                f"map {b}: unit {u} head {h} has choice {arr[b, u, h]}, "
-                f"expected 0..{self.max_choices - 1}"
-            )
-        return arr
 
     # ----------------------------------------------------------------- reading
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

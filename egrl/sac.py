@@ -28,7 +28,7 @@ One :meth:`SACDiscrete.update` on a minibatch of ``B`` transitions ``(a_i, r_i, 
 
 Every random draw (the Bellman noise) comes from the learner's own ``torch.Generator``,
 seeded at construction; modules built by :meth:`SACDiscrete.build` are initialised under
-``torch.random.fork_rng`` with a seed, so the global random state is never consumed.
+:func:`policies.seeded_init` with a seed, so the global random state is never consumed.
 docs/learner.md gives the equations, the defaults and where each comes from.
 """
 
@@ -44,6 +44,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from policies.base import seeded_init
+from policies.categorical import choice_mask
 
 ACTOR_ACTIONS = ("probs", "argmax_probs")
 
@@ -116,14 +119,6 @@ class SACConfig:
 
 
 # ------------------------------------------------------------------ math helpers
-def choice_mask(num_choices: Sequence[int], device: torch.device | str | None = None) -> Tensor:
-    """Bool ``[H, C]``: True where choice ``c`` exists for head ``h``."""
-    counts = torch.as_tensor([int(c) for c in num_choices], device=device)
-    if counts.numel() == 0 or bool((counts < 1).any()):
-        raise ValueError(f"num_choices needs one count >= 1 per head, got {list(num_choices)}")
-    return torch.arange(int(counts.max()), device=device) < counts[:, None]
-
-
 def masked_log_probs(logits: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Probabilities and log-probabilities of ``logits [..., H, C]`` over real choices.
 
@@ -228,8 +223,8 @@ class SACDiscrete:
     """EGRL's policy-gradient learner: a graph actor, a twin-Q critic and their targets.
 
     Args:
-        actor: module with ``forward(x, edge_index, batch=None) -> logits [N, H, C]`` and
-            ``act(data, num_samples, generator, greedy, noise_std) -> long [S, N, H]``.
+        actor: module with ``forward(x, edge_index, batch=None) -> logits [N, H, C]`` that
+            acts as a :class:`policies.Policy` (``act`` and ``act_with_probs``).
         critic: module with ``forward(x, edge_index, actions, batch=None) -> (q1, q2)``,
             ``actions`` float ``[S, N, H, C]`` giving ``q`` of shape ``[S]``.
         num_choices: choices of each head (``len(env.heads[h])``).
@@ -288,17 +283,19 @@ class SACDiscrete:
     ) -> SACDiscrete:
         """A learner with a Graph U-Net actor and twin-Q critic initialised from ``seed``.
 
-        The modules are created under ``torch.random.fork_rng`` seeded with ``seed``: the
-        same seed gives the same weights and the caller's random state is left untouched.
+        The modules are created under :func:`policies.seeded_init` with ``seed``: the same
+        seed gives the same weights and the caller's random state is left untouched.
         """
         from policies import GraphUNetActor, TwinQCritic
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
+        def networks() -> tuple[GraphUNetActor, TwinQCritic]:
             actor = GraphUNetActor(
                 in_dim, list(num_choices), hidden=hidden, out=out, depth=depth, heads=heads
             )
             critic = TwinQCritic(in_dim, list(num_choices), hidden=hidden, depth=depth, heads=heads)
+            return actor, critic
+
+        actor, critic = seeded_init(seed, networks)
         return cls(actor, critic, num_choices, config, device, seed=seed)
 
     @property
@@ -310,23 +307,27 @@ class SACDiscrete:
     def act(self, graph, num_samples: int, generator: torch.Generator, noisy: bool) -> Tensor:
         """Maps from the actor, long ``[num_samples, N, H]`` on the CPU.
 
-        ``noisy=True``: the most likely choice after Gaussian noise of std
-        ``config.noise_std`` on the action probabilities (the learner's exploration in action
-        space, as TD3/DDPG add noise to their actions). Noise on probabilities, unlike noise
-        on logits, keeps exploring after the policy's entropy has collapsed: with a one-hot
-        policy and ``noise_std=0.3`` about 2% of the decisions change. ``noisy=False``: the
-        clean (greedy) map. The noise is drawn from ``generator`` (on the CPU).
+        ``noisy=True``: the actor's noisy rollout, the most likely choice after Gaussian
+        noise of std ``config.noise_std`` on the action probabilities
+        (:func:`policies.categorical.sample_maps`); ``noisy=False``: the clean (greedy) map.
+        The noise is drawn from ``generator``.
         """
-        self.actor.eval()
         data = _on_device(graph, self.device)
-        probs = masked_log_probs(self.actor(data.x, data.edge_index), self.mask)[0].cpu()
-        self.actor.train()
-        if not noisy or self.config.noise_std == 0:
-            return probs.argmax(-1)[None].expand(num_samples, -1, -1).clone()
-        noise = torch.randn((num_samples, *probs.shape), generator=generator)
-        scores = probs[None] + self.config.noise_std * noise
-        scores = scores.masked_fill(~self.mask.cpu(), -torch.inf)  # [S, N, H, C]
-        return scores.argmax(-1)
+        return self.actor.act(data, num_samples, generator, True, self._noise(noisy)).cpu()
+
+    @torch.no_grad()
+    def act_with_probs(
+        self, graph, num_samples: int, generator: torch.Generator, noisy: bool
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`act`'s maps (same draws) and the actor's probabilities ``[N, H, C]``, on the CPU."""
+        data = _on_device(graph, self.device)
+        maps, probs = self.actor.act_with_probs(
+            data, num_samples, generator, True, self._noise(noisy)
+        )
+        return maps.cpu(), probs.cpu()
+
+    def _noise(self, noisy: bool) -> float:
+        return self.config.noise_std if noisy else 0.0
 
     # ---------------------------------------------------------------- learning
     def update(self, graph, batch: dict) -> dict[str, float]:
@@ -415,14 +416,23 @@ class SACDiscrete:
         }
 
     def train_steps(
-        self, graph, buffer, num_steps: int, rng: np.random.Generator
+        self, replay: Sequence[tuple], num_steps: int, rng: np.random.Generator
     ) -> dict[str, float]:
-        """``num_steps`` updates on minibatches of ``config.batch_size`` drawn from ``buffer``.
+        """``num_steps`` updates on minibatches of ``config.batch_size``.
+
+        Args:
+            replay: ``(graph, buffer)`` pairs: a decision graph and the replay buffer of
+                the maps made on it. Each update draws one pair uniformly with ``rng``
+                (no draw when there is one pair), then its minibatch.
+            num_steps: updates to make.
+            rng: source of the pair and minibatch draws.
 
         Returns the mean of each statistic of :meth:`update` (empty when ``num_steps`` is 0).
         """
         stats: dict[str, list[float]] = {}
         for _ in range(int(num_steps)):
+            pick = int(rng.integers(len(replay))) if len(replay) > 1 else 0
+            graph, buffer = replay[pick]
             for key, value in self.update(
                 graph, buffer.sample(self.config.batch_size, rng)
             ).items():

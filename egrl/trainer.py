@@ -4,17 +4,20 @@ One generation::
 
     maps  = population.act(graph)                 # one map per member       (GNN inference)
     ev    = env.evaluate(maps)                    # compile + run, rewards    (evaluation)
-    buffer.add(maps, ev.reward); population.set_fitness(ev.reward)
-    maps' = learner noisy + clean rollouts        # Gaussian noise on logits  (GNN inference)
-    ev'   = env.evaluate(maps'); buffer.add(...)  #                           (evaluation)
+    buffer.add(maps, ev.reward, kind); population.set_fitness(ev.reward)
+    maps' = learner noisy + clean rollouts        # noise on the probabilities (GNN inference)
+    ev'   = env.evaluate(maps'); buffer.add(maps', ev'.reward, "learner")
     repeat steps_this_generation * ratio times:   # off-policy SAC updates    (learner)
         learner.update(buffer.sample(batch))
     population.migrate(learner.actor)             # learner replaces the weakest member
     population.evolve(graph)                      # elites, tournament, crossover, mutation (evolution)
 
-Iterations are hardware evaluations counted across everything (the paper's x-axes); a
-generation that would cross the budget evaluates only what is left. The answer is the best
-valid map ever evaluated.
+Every replay entry is tagged with the kind of policy that made it: ``"gnn"`` and
+``"boltzmann"`` for population members, ``"learner"`` for the learner's rollouts. A
+target that wants the policy's probabilities (``env.wants_probabilities``) receives them
+with the maps, float ``[B, N, H, C]``. Iterations are hardware evaluations counted across
+everything (the paper's x-axes); a generation that would cross the budget evaluates only
+what is left. The answer is the best valid map ever evaluated.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ import numpy as np
 import torch
 
 from egrl.agents import register_agent
-from egrl.agents.base import TIMING_COLUMNS, SearchAgent, seeded_init, to_numpy_maps
+from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.portfolio import LearnerPortfolio
+from egrl.replay import ReplayBuffer
 from egrl.sac import SACDiscrete
-from policies import GraphUNetActor
+from egrl.transfer import SNAPSHOT_DIR, write_snapshot
+from policies import GraphUNetActor, seeded_init
 from populations import MixedPopulation
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TIMING_COLUMNS", "Trainer"]
+__all__ = ["LEARNER", "TIMING_COLUMNS", "Trainer"]
+
+#: replay-buffer source of the learners' rollouts (population maps carry their member kind)
+LEARNER = "learner"
 
 
 @register_agent("egrl", "ea", "pg")
@@ -127,18 +135,7 @@ class Trainer(SearchAgent):
         row: dict = {}
         steps_before = self.iterations
         if self.population is not None:
-            maps = self.timer.measure("inference", self._population_maps)
-            ev = self.evaluate(maps, "population")
-            fitness = np.full(len(maps), -np.inf)  # members past the budget rank last
-            fitness[: len(ev)] = ev.reward
-            self.population.set_fitness(fitness)
-            best = int(np.argmax(fitness))
-            row.update(
-                champion_type=str(self.population.kinds[best]),
-                pop_best_reward=float(fitness[best]),
-                pop_mean_reward=float(ev.reward.mean()),
-                pop_valid_fraction=float(ev.valid.mean()),
-            )
+            row.update(self._population_rollouts())
         if self.portfolio is not None:
             row.update(self._learner_rollouts())
             row.update(self._learner_updates(self.iterations - steps_before))
@@ -150,32 +147,68 @@ class Trainer(SearchAgent):
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row
 
-    def _population_maps(self) -> np.ndarray:
+    @property
+    def wants_probs(self) -> bool:
+        """Whether the target repairs maps from the policy's probabilities."""
+        return self.env.wants_probabilities
+
+    def _population_rollouts(self) -> dict:
+        """Evaluate one map per member, tagged with the member's kind; set the fitness."""
+        maps, kinds, probs = self.timer.measure("inference", self._population_maps)
+        fitness = np.full(len(maps), -np.inf)  # members past the budget rank last
+        evaluations = []
+        for kind in dict.fromkeys(kinds.tolist()):
+            if self.done:
+                break
+            members = np.flatnonzero(kinds == kind)
+            ev = self.evaluate(maps[members], kind, probs=None if probs is None else probs[members])
+            fitness[members[: len(ev)]] = ev.reward
+            evaluations.append(ev)
+        self.population.set_fitness(fitness)
+        best = int(np.argmax(fitness))
+        return {
+            "champion_type": str(kinds[best]),
+            "pop_best_reward": float(fitness[best]),
+            "pop_mean_reward": float(np.concatenate([ev.reward for ev in evaluations]).mean()),
+            "pop_valid_fraction": float(np.concatenate([ev.valid for ev in evaluations]).mean()),
+        }
+
+    def _population_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Maps int64 ``[P, N, H]``, kinds ``[P]`` and, if wanted, probabilities ``[P, N, H, C]``."""
         with torch.no_grad():
-            maps, _ = self.population.act(self.graph, self.generator)
-        return to_numpy_maps(maps)
+            if not self.wants_probs:
+                maps, kinds = self.population.act(self.graph, self.generator)
+                return to_numpy_maps(maps), kinds, None
+            maps, kinds, probs = self.population.act_with_probs(self.graph, self.generator)
+        return to_numpy_maps(maps), kinds, probs.numpy()
+
+    def _learner_maps(
+        self, learner: SACDiscrete, n: int, noisy: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``n`` noisy maps of ``learner`` or its greedy map ``n`` times, int64 ``[n, N, H]``,
+        and, if wanted, the actor's probabilities for each, float ``[n, N, H, C]``."""
+        draws = n if noisy else 1  # the greedy map is the same every time
+        probs = None
+        if self.wants_probs:
+            maps, actor_probs = learner.act_with_probs(self.graph, draws, self.generator, noisy)
+            probs = np.repeat(actor_probs.numpy()[None], n, axis=0)
+        else:
+            maps = learner.act(self.graph, draws, self.generator, noisy)
+        return np.repeat(to_numpy_maps(maps), n // draws, axis=0), probs
 
     def _learner_rollouts(self) -> dict:
-        """Noisy and clean rollouts of the learners, allocated by the portfolio."""
+        """Noisy rollouts of the learners, allocated by the portfolio, and the lead's clean ones."""
         lc = self.cfg.learner
         out: dict = {}
         counts = self.portfolio.allocate(lc.rollouts, self.rng)
         noisy_rewards = []
-        for idx, n in enumerate(counts):
-            n = min(int(n), self.remaining)
+        for idx, count in enumerate(counts):
+            n = min(int(count), self.remaining)
             if n <= 0:
                 continue
             learner = self.portfolio.learners[idx]
-            with torch.no_grad():
-                maps = self.timer.measure(
-                    "inference",
-                    learner.act,
-                    self.graph,
-                    n,
-                    self.generator,
-                    noisy=True,
-                )
-            ev = self.evaluate(to_numpy_maps(maps), "learner-noisy")
+            maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, True)
+            ev = self.evaluate(maps, LEARNER, probs=probs)
             self.portfolio.record(idx, ev.reward)
             noisy_rewards.append(ev.reward)
         if noisy_rewards:
@@ -183,12 +216,8 @@ class Trainer(SearchAgent):
         n = min(lc.clean_rollouts, self.remaining)
         if n > 0:
             learner = self.portfolio.learners[self._lead_learner()]
-            with torch.no_grad():
-                maps = self.timer.measure(
-                    "inference", learner.act, self.graph, 1, self.generator, noisy=False
-                )
-            maps = np.repeat(to_numpy_maps(maps), n, axis=0)[:n]
-            ev = self.evaluate(maps, "learner-clean")
+            maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, False)
+            ev = self.evaluate(maps, LEARNER, probs=probs)
             out["learner_clean_reward"] = float(ev.reward[0])
             out["learner_clean_speedup"] = float(ev.speedup[0])
         return out
@@ -198,27 +227,31 @@ class Trainer(SearchAgent):
         values = self.portfolio.values()
         return int(np.argmax(np.nan_to_num(values, nan=-np.inf))) if len(values) > 1 else 0
 
+    def _replay(self) -> list[tuple[object, ReplayBuffer]]:
+        """The ``(graph, buffer)`` pairs the learners train on: this run's graph and buffer."""
+        return [(self.graph, self.buffer)]
+
     def _learner_updates(self, env_steps: int) -> dict:
         """``env_steps * gradient_ratio`` SAC updates per learner, after the burn-in."""
         lc = self.cfg.learner
-        if len(self.buffer) < max(lc.burn_in, lc.batch_size):
+        replay = [(graph, buffer) for graph, buffer in self._replay() if len(buffer)]
+        if sum(len(buffer) for _, buffer in replay) < max(lc.burn_in, lc.batch_size):
             return {"gradient_steps": 0}
         ups = int(round(env_steps * lc.gradient_ratio))
-        stats: dict[str, list[float]] = {}
-
-        def updates() -> None:
-            for learner in self.portfolio.learners:
-                for _ in range(ups):
-                    batch = self.buffer.sample(lc.batch_size, self.rng)
-                    for k, v in learner.update(self.graph, batch).items():
-                        stats.setdefault(k, []).append(float(v))
-
-        self.timer.measure("learner", updates)
-        row = {k: float(np.mean(v)) for k, v in stats.items() if k in self.extra_columns}
-        row["gradient_steps"] = ups * len(self.portfolio.learners)
+        learners = self.portfolio.learners
+        stats = [
+            self.timer.measure("learner", lr.train_steps, replay, ups, self.rng) for lr in learners
+        ]
+        row = {k: float(np.mean([s[k] for s in stats])) for k in stats[0] if k in self.columns}
+        row["gradient_steps"] = ups * len(learners)
         return row
 
     # -------------------------------------------------------------- snapshots
+    @property
+    def trained_on(self) -> str:
+        """The workload name a policy snapshot records."""
+        return self.env.workload.name
+
     def on_generation_end(self) -> None:
         """Every ``snapshot_every`` generations, save the GNN policies for zero-shot transfer."""
         if self.generation % max(1, self.cfg.snapshot_every) and not self.done:
@@ -229,11 +262,9 @@ class Trainer(SearchAgent):
         """``policies/iter_XXXXXX.safetensors``: the lead learner's actor and the best GNN member.
 
         Keys are prefixed ``learner.`` and ``champion.``; the metadata records the iteration,
-        the generation, the policy sizes and the workload it was trained on
+        the generation, the policy sizes and the workload(s) it was trained on
         (:func:`egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
         """
-        from egrl.transfer import write_snapshot
-
         actors: dict[str, torch.nn.Module] = {}
         if self.portfolio is not None:
             actors["learner"] = self.portfolio.learners[self._lead_learner()].actor
@@ -246,12 +277,12 @@ class Trainer(SearchAgent):
         meta = {
             "iterations": str(self.iterations),
             "generation": str(self.generation),
-            "workload": self.env.workload.name,
+            "workload": self.trained_on,
             "policy": json.dumps(asdict(self.cfg.policy)),
             "in_dim": str(int(self.env.graph.x.shape[1])),
             "num_choices": json.dumps(self.num_choices),
         }
-        path = self.run_dir / "policies" / f"iter_{self.iterations:06d}.safetensors"
+        path = self.run_dir / SNAPSHOT_DIR / f"iter_{self.iterations:06d}.safetensors"
         return write_snapshot(path, actors, meta)
 
     # ------------------------------------------------------------ checkpoints

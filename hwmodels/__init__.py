@@ -6,15 +6,25 @@
 >>> hw = hwmodels.make("nnpi", sram_mib=4)
 
 A new model registers itself with :func:`register` (a decorator on the class or a
-factory); ``make(name, **params)`` builds it with those parameters.
+factory); ``make(name, **params)`` builds it with those parameters. A model that lives
+outside this package is loaded by naming its module: ``make("mychip",
+module="mypkg.mychip")`` (a dotted module name) or ``module="path/to/mychip.py"`` (a
+file), imported before the name is looked up, so registering needs no edit here. In an
+``egrl-train`` config that is the ``module`` key of ``hwmodel.params``
+(``docs/hwmodels.md``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
+from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
 
 _REGISTRY: dict[str, Callable[..., HardwareModel]] = {}
 
@@ -40,18 +50,72 @@ def _load_builtins() -> None:
         importlib.import_module(module)
 
 
+def import_module(module: str) -> ModuleType:
+    """Import a user's hardware-model module: a dotted name, or the path of a ``.py`` file.
+
+    A file is imported once per resolved path (importing it again would register its
+    model twice).
+
+    Raises:
+        ImportError: the module cannot be found or fails to import (named in the message).
+    """
+    if not module.endswith(".py"):
+        try:
+            return importlib.import_module(module)
+        except ImportError as err:
+            raise ImportError(
+                f"hardware-model module {module!r} cannot be imported ({err}); give a dotted "
+                "name on the Python path or the path of a .py file"
+            ) from err
+    path = Path(module).expanduser().resolve()
+    if not path.is_file():
+        raise ImportError(f"hardware-model module file {module!r} does not exist ({path})")
+    name = f"_hwmodel_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return loaded
+
+
 def names() -> list[str]:
     """Names of the registered hardware models."""
     _load_builtins()
     return sorted(_REGISTRY)
 
 
-def make(name: str, **params) -> HardwareModel:
-    """Build the hardware model ``name`` with ``params``."""
+def make(name: str, module: str | None = None, **params) -> HardwareModel:
+    """Build the hardware model ``name`` with ``params``.
+
+    Args:
+        name: a registered name.
+        module: imported first (see :func:`import_module`) so that it can register
+            ``name``; never passed to the model.
+        **params: the model's parameters.
+    """
     _load_builtins()
+    if module:
+        import_module(str(module))
     if name not in _REGISTRY:
-        raise KeyError(f"unknown hardware model {name!r}; registered: {names()}")
+        hint = "" if module else "; a model outside hwmodels needs its module (module=...)"
+        raise KeyError(f"unknown hardware model {name!r}; registered: {names()}{hint}")
     return _REGISTRY[name](**params)
 
 
-__all__ = ["HardwareModel", "Measurement", "OptimumResult", "Target", "make", "names", "register"]
+__all__ = [
+    "HardwareModel",
+    "Measurement",
+    "OptimumResult",
+    "Target",
+    "import_module",
+    "make",
+    "names",
+    "register",
+    "workload_graph",
+]

@@ -3,12 +3,19 @@
 A :class:`HardwareModel` is a chip (or a compiler for it) with its parameters.
 Binding it to a workload (Algorithm 1, line 3: the graph transform G) gives a
 :class:`Target`: the decision units, the decision heads, the decision graph the
-policies read, the native compiler's map and a way to measure a batch of maps.
+policies read, the native compiler's map, the initial and fallback maps, and a way to
+measure a batch of maps.
 
 ``Target.measure`` is the whole hardware side of one evaluation (Algorithm 1,
 lines 6-9): the compiler C repairs each map, and the repaired map is run (or
 modelled) to get its latency. Rewards are computed from that by the environment
-(:mod:`egrl.env`), so a new target only has to say what the chip would do.
+(:mod:`egrl.env`), and policy inputs are scaled there too (:mod:`egrl.features`), so
+a new target only has to say what the chip would do. ``docs/hwmodels.md`` walks
+through writing one.
+
+Nothing in the contract gives a choice a meaning by its position: choice 0 is not
+assumed slowest, or valid. A target says which map is its initial map and which is
+its fallback.
 """
 
 from __future__ import annotations
@@ -65,34 +72,117 @@ class OptimumResult:
 
 
 class Target(ABC):
-    """A hardware model bound to one workload."""
+    """A hardware model bound to one workload: the problem every agent solves.
 
-    #: decision heads and the names of their choices; choice 0 is slowest and always valid
+    Shapes: ``N`` decision units (:attr:`num_units`), ``H`` heads (:attr:`heads`),
+    ``C = max(len(choices) over heads)``; a map is int64 ``[N, H]``, a batch ``[B, N, H]``.
+
+    Who calls what (through :class:`egrl.env.Env`):
+
+    * :attr:`graph` once per run, by the policy side, which scales its raw features
+      (:func:`egrl.features.featurise`).
+    * :meth:`native_mapping` once, when the environment is built: every speedup is
+      measured against it, so it must be valid.
+    * :meth:`initial_mapping` and :meth:`fallback_mapping` once, when the environment is
+      built; local searches start from them (``agent.start=initial`` / ``fallback``).
+    * :meth:`measure` for every batch of maps any agent proposes, with the policy's
+      probabilities when :attr:`wants_probabilities` is true.
+    * :meth:`optimum` when a user or the ``optimum`` agent asks for the exact answer.
+    """
+
+    #: decision heads and the names of their choices (no order is implied: choice 0
+    #: is not assumed slowest, or valid; see :meth:`initial_mapping`, :meth:`fallback_mapping`)
     heads: dict[str, list[str]]
     #: number of decision units (rows of a mapping)
     num_units: int
     #: names of the decision units, in row order
     unit_names: list[str]
+    #: :meth:`measure` wants the policy's per-unit probabilities (a compiler that samples
+    #: from them, e.g. a constraint solver restricted to each unit's current domain)
+    wants_probabilities: bool = False
 
     @property
     def head_names(self) -> list[str]:
         return list(self.heads)
 
     @property
+    def num_choices(self) -> np.ndarray:
+        """int64 ``[H]``: number of choices of each head."""
+        return np.array([len(c) for c in self.heads.values()], dtype=np.int64)
+
+    @property
+    def max_choices(self) -> int:
+        """``C``: the most choices of any head (last axis of probabilities)."""
+        return int(self.num_choices.max())
+
+    @property
     @abstractmethod
     def graph(self):
-        """The decision graph (``torch_geometric.data.Data``) the policies read."""
+        """The decision graph, with RAW features (no scaling: the policy side scales).
+
+        Returns:
+            ``torch_geometric.data.Data`` with ``x`` float ``[N, F]`` (raw, finite; may be
+            negative), ``edge_index`` int64 ``[2, E]`` (unit -> unit) and ``node_names``
+            (the :attr:`unit_names`). :func:`workload_graph` builds it for targets whose
+            units are the workload's nodes.
+        """
 
     @abstractmethod
-    def measure(self, maps: np.ndarray) -> Measurement:
-        """Compile and run a batch of maps ``[B, N, H]``."""
+    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
+        """Compile (repair) and run a batch of maps.
+
+        Args:
+            maps: int64 ``[B, N, H]``, every choice in range (the environment checks).
+            probs: only given to a target with :attr:`wants_probabilities`: ``None`` or
+                float64 ``[B, N, H, C]``, the policy's probability of each choice of each
+                unit and head for map ``b`` (zero past a head's own number of choices,
+                summing to 1 over them). Agents without a policy (random search, SA, GA,
+                ...) give ``None``; a target that wants probabilities must then act as if
+                they were uniform over each head's choices (:meth:`uniform_probabilities`).
+
+        Returns:
+            A :class:`Measurement` of length ``B``.
+        """
 
     @abstractmethod
     def native_mapping(self) -> np.ndarray:
-        """The native compiler's own map ``[N, H]``."""
+        """int64 ``[N, H]``: the native compiler's own map; it must be valid."""
+
+    @abstractmethod
+    def initial_mapping(self) -> np.ndarray:
+        """int64 ``[N, H]``: EGRL's initial mapping action (EGRL Table 2).
+
+        The map a search starts from when it starts "from nothing": all-DRAM on NNP-I,
+        the heuristic's partition for a multi-chip partitioning, all-Drop for a memory
+        game. Abstract on purpose: "choice 0 everywhere" is meaningful only where the
+        heads list such a choice first, so every target states its own.
+        """
+
+    def fallback_mapping(self) -> np.ndarray:
+        """int64 ``[N, H]``: a map the target always accepts (valid).
+
+        It stands in where a measurement must replace a failed one (e.g. a repair an
+        external compiler did not report) and is the safe start of local searches
+        (``agent.start=fallback``). Default: the native compiler's map.
+        """
+        return np.asarray(self.native_mapping(), dtype=np.int64)
+
+    def uniform_probabilities(self, batch: int) -> np.ndarray:
+        """float64 ``[batch, N, H, C]``: uniform over each head's own choices, 0 past them.
+
+        What a target with :attr:`wants_probabilities` uses when :meth:`measure` gets
+        ``probs=None``.
+        """
+        num = self.num_choices
+        row = (np.arange(self.max_choices) < num[:, None]) / num[:, None]  # [H, C]
+        return np.broadcast_to(row, (batch, self.num_units, *row.shape)).astype(np.float64)
 
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
-        """Solve the cost model exactly where the target allows it."""
+        """Solve the cost model exactly (or with a proven bound) where the target allows it.
+
+        Raises:
+            NotImplementedError: the target has no solver.
+        """
         raise NotImplementedError(f"{type(self).__name__} has no exact solver")
 
 
@@ -104,3 +194,23 @@ class HardwareModel(ABC):
     @abstractmethod
     def bind(self, workload: Workload) -> Target:
         """The graph transform G: the target for ``workload``."""
+
+
+def workload_graph(workload: Workload):
+    """The decision graph of a target whose units are ``workload``'s nodes.
+
+    Returns:
+        ``torch_geometric.data.Data``: ``x`` float64 ``[N, 19]``, the raw EGRL Table 1
+        features (float64 so that the policy side scales the exact values),
+        ``edge_index`` int64 ``[2, E]``, ``node_names`` and ``name``.
+    """
+    import torch
+    from torch_geometric.data import Data
+
+    return Data(
+        x=torch.as_tensor(workload.features, dtype=torch.float64),
+        edge_index=torch.as_tensor(workload.edge_index, dtype=torch.long),
+        num_nodes=workload.num_nodes,
+        node_names=list(workload.node_names),
+        name=workload.name,
+    )

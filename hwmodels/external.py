@@ -40,14 +40,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from hwmodels import register
-from hwmodels.base import HardwareModel, Measurement, Target
+from hwmodels.base import HardwareModel, Measurement, Target, workload_graph
 from workloads.ir import Workload
 
 log = logging.getLogger(__name__)
 
 PROTOCOL = "egrl-external/1"
 
-#: NNP-I's decision heads: the weight and the activation of every node go to one level.
+#: NNP-I's decision heads: the weight and the activation of every node go to one level
+#: (the default heads; their first choice, DRAM, is the default initial and fallback choice).
 NNPI_HEADS: dict[str, list[str]] = {
     "weight": ["DRAM", "LLC", "SRAM"],
     "activation": ["DRAM", "LLC", "SRAM"],
@@ -289,8 +290,8 @@ class ExternalTarget(Target):
     # ------------------------------------------------------------------ protocol
     @cached_property
     def graph(self):
-        """The workload's PyG graph (``x`` float32 ``[N, 19]``, ``edge_index``)."""
-        return self.workload.to_pyg()
+        """The workload's PyG graph (``x`` float64 raw features ``[N, 19]``, ``edge_index``)."""
+        return workload_graph(self.workload)
 
     def request(self, kind: str, **fields) -> dict:
         """A protocol request of ``kind`` (``"evaluate"`` or ``"baseline"``)."""
@@ -430,7 +431,7 @@ class ExternalTarget(Target):
                     f"map {int(np.argmax(changed))} is valid but its rectified map differs from it"
                 )
         else:
-            rectified = np.where(valid[:, None, None], maps, 0)
+            rectified = np.where(valid[:, None, None], maps, self.fallback_mapping()[None])
         return Measurement(
             rectified=rectified.astype(np.int64),
             valid=valid,
@@ -438,8 +439,10 @@ class ExternalTarget(Target):
             latency_s=latency,
         )
 
-    def measure(self, maps) -> Measurement:
+    def measure(self, maps, probs=None) -> Measurement:
         """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``.
+
+        ``probs`` is not used (``wants_probabilities`` is false: the protocol sends maps only).
 
         Raises:
             ExternalEvaluatorError: a chunk failed after all attempts; its ``partial``
@@ -464,7 +467,11 @@ class ExternalTarget(Target):
                 exc.chunk_index = index
                 exc.chunk_range = (start, start + len(chunk))
                 exc.partial = self._concat(done)
-                exc.args = (f"{exc.args[0]}; the {start} map(s) before it are in .partial",)
+                exc.args = (
+                    f"{exc.args[0]}; the {start} map(s) measured before it are kept in memory "
+                    "in this error's attribute hwmodels.external.ExternalEvaluatorError.partial "
+                    "(no file is written)",
+                )
                 raise
         return self._concat(done)
 
@@ -495,8 +502,7 @@ class ExternalTarget(Target):
         """The chip compiler's own map ``[N, H]`` (asked once, then cached).
 
         The ``baseline`` request is sent once. If the command fails on it or answers
-        with an error, the all-zeros map (choice 0 is always valid) stands in and a
-        warning is logged.
+        with an error, the :meth:`fallback_mapping` stands in and a warning is logged.
 
         Raises:
             ExternalEvaluatorError: the command answered with a malformed mapping.
@@ -513,14 +519,23 @@ class ExternalTarget(Target):
                 answer = _parse_answer(stdout)
             except _CallFailed as exc:
                 log.warning(
-                    "external command %s gave no baseline map (%s); using the all-zeros map",
+                    "external command %s gave no baseline map (%s); using the fallback map",
                     self.model.command,
                     exc,
                 )
-                self._native = np.zeros((self.num_units, len(self.heads)), dtype=np.int64)
+                self._native = self.fallback_mapping()
             else:
                 self._native = self._checked_baseline(answer)
         return self._native.copy()
+
+    def initial_mapping(self) -> np.ndarray:
+        """int64 ``[N, H]``: every unit on the model's ``initial`` choice of each head."""
+        return np.tile(self.model.initial_choices, (self.num_units, 1))
+
+    def fallback_mapping(self) -> np.ndarray:
+        """int64 ``[N, H]``: every unit on the model's ``fallback`` choice of each head
+        (never asks the command, so it can stand in when the command fails)."""
+        return np.tile(self.model.fallback_choices, (self.num_units, 1))
 
     def _checked_baseline(self, answer: dict) -> np.ndarray:
         try:
@@ -554,14 +569,36 @@ def _check_heads(heads: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     return out
 
 
+def _choice_per_head(
+    heads: dict[str, list[str]], named: Mapping[str, str] | None, what: str
+) -> np.ndarray:
+    """int64 ``[H]``: the index of the choice ``named[head]`` of each head (its first
+    choice where ``named`` gives none)."""
+    named = dict(named or {})
+    unknown = sorted(set(named) - set(heads))
+    if unknown:
+        raise ValueError(f"{what} names unknown head(s) {unknown}; heads are {list(heads)}")
+    out = []
+    for head, choices in heads.items():
+        choice = str(named.get(head, choices[0]))
+        if choice not in choices:
+            raise ValueError(f"{what}: head {head!r} has no choice {choice!r} ({choices})")
+        out.append(choices.index(choice))
+    return np.array(out, dtype=np.int64)
+
+
 @register("external")
 class ExternalModel(HardwareModel):
     """A chip behind a command that speaks ``egrl-external/1`` (``docs/external.md``).
 
     Args:
         command: argv list, or a string split with :func:`shlex.split`.
-        heads: decision heads and their choice names (choice 0 slowest and always valid);
-            default :data:`NNPI_HEADS`.
+        heads: decision heads and their choice names; default :data:`NNPI_HEADS`.
+        initial: the choice name of each head that makes the initial map (EGRL's initial
+            mapping action: every unit on it); a head not named gets its first choice.
+        fallback: the same for the fallback map, which must be valid on the chip: it
+            stands in for the repair of an invalid map the command does not report, and
+            for the baseline when the command gives none.
         timeout_s: seconds one call may take before its process group is killed.
         retries: further attempts after a failed call (``evaluate`` requests only).
         batch_size: maps per call; ``None`` sends the whole batch in one call.
@@ -583,6 +620,8 @@ class ExternalModel(HardwareModel):
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         inline_workload: bool = False,
+        initial: Mapping[str, str] | None = None,
+        fallback: Mapping[str, str] | None = None,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
         if not argv:
@@ -601,6 +640,8 @@ class ExternalModel(HardwareModel):
         self.env = dict(env or {})
         self.cwd = cwd
         self.inline_workload = bool(inline_workload)
+        self.initial_choices = _choice_per_head(self.heads, initial, "initial")
+        self.fallback_choices = _choice_per_head(self.heads, fallback, "fallback")
 
     @property
     def process_env(self) -> dict[str, str] | None:

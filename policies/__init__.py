@@ -1,6 +1,6 @@
 """The models: Graph U-Net actor, twin-Q critic, Boltzmann chromosomes, the policy protocol."""
 
-from policies.base import Policy, num_parameters
+from policies.base import Policy, num_parameters, seeded_init
 from policies.boltzmann import BoltzmannChromosome, ChromosomeView
 from policies.categorical import choice_mask, entropy, one_hot_maps
 from policies.critic import TwinQCritic
@@ -16,4 +16,5 @@ __all__ = [
     "entropy",
     "num_parameters",
     "one_hot_maps",
+    "seeded_init",
 ]

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from policies.base import Policy
 from policies.categorical import (
     check_num_choices,
     choice_mask,
     gumbel_argmax,
     mask_logits,
     require_generator,
-    sample_maps,
 )
 
 #: floor of the GNN probabilities before their log becomes a prior
@@ -207,25 +207,18 @@ class BoltzmannChromosome:
         )
 
 
-class ChromosomeView:
+class ChromosomeView(Policy):
     """One chromosome of a :class:`BoltzmannChromosome`, readable as a policy.
 
     The view reads the population's tensors at call time, so edits to the population
     show through. The graph argument is only checked for its node count: a chromosome's
-    policy does not depend on the features.
+    policy does not depend on the features. Acting (``act``, ``act_with_probs``,
+    ``distribution``) is :class:`~policies.base.Policy`'s.
     """
 
     def __init__(self, population: BoltzmannChromosome, index: int):
         self.population = population
         self.index = index
-
-    def _check(self, data) -> None:
-        nodes = int(data.num_nodes)
-        if nodes != self.population.num_units:
-            raise ValueError(
-                f"chromosome {self.index} maps {self.population.num_units} units, "
-                f"the graph has {nodes} nodes"
-            )
 
     def logits(self) -> Tensor:
         """``prior / temperature`` of this chromosome, float ``[N, H, C]``."""
@@ -233,19 +226,12 @@ class ChromosomeView:
         temperature = pop.temperature[self.index].clamp(pop.t_min, pop.t_max)
         return mask_logits(pop.prior[self.index] / temperature[..., None], pop.mask)
 
-    def distribution(self, data) -> Tensor:
-        """Probabilities float ``[N, H, C]``."""
-        self._check(data)
-        return torch.softmax(self.logits(), dim=-1)
-
-    def act(
-        self,
-        data,
-        num_samples: int,
-        generator: torch.Generator | None,
-        greedy: bool = False,
-        noise_std: float = 0.0,
-    ) -> Tensor:
-        """Maps long ``[num_samples, N, H]``; same options as ``GraphUNetActor.act``."""
-        self._check(data)
-        return sample_maps(self.logits(), num_samples, generator, greedy, noise_std)
+    def policy_logits(self, data) -> Tensor:
+        """:meth:`logits`, after checking that ``data`` has one node per decision unit."""
+        nodes = int(data.num_nodes)
+        if nodes != self.population.num_units:
+            raise ValueError(
+                f"chromosome {self.index} maps {self.population.num_units} units, "
+                f"the graph has {nodes} nodes"
+            )
+        return self.logits()

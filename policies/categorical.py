@@ -80,23 +80,31 @@ def sample_maps(
 ) -> Tensor:
     """Sample (or argmax) ``num_samples`` maps long ``[S, N, H]`` from logits ``[N, H, C]``.
 
-    ``noise_std > 0`` first adds ``N(0, noise_std^2)`` noise to every logit, independently
-    per sample. Then ``greedy`` takes the argmax, otherwise each sample is drawn from the
-    softmax (Gumbel-max). All noise comes from ``generator``, which may be ``None`` only
-    for noise-free greedy maps.
+    ``greedy=True`` takes each decision's most likely choice; with ``noise_std > 0`` it is
+    the noisy rollout of EGRL's learner (Appendix C, "noise in its action space"): the
+    argmax of the probabilities plus ``N(0, noise_std^2)`` noise, drawn independently per
+    sample, choice and decision; missing choices are never taken. Noise on the
+    probabilities keeps exploring after the policy's entropy has collapsed, where noise on
+    logits of any fixed size no longer changes a decision (docs/learner.md). ``greedy=False``
+    draws each decision from the softmax (Gumbel-max) and takes no noise. All noise comes
+    from ``generator``, which may be ``None`` only for noise-free greedy maps.
     """
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
     logits = logits.expand(num_samples, *logits.shape)
-    if noise_std > 0:
-        gen = require_generator(generator, "noisy action selection")
-        noise = torch.randn(logits.shape, generator=gen, device=logits.device, dtype=logits.dtype)
-        logits = logits + noise_std * noise
-    if greedy:
+    if not greedy:
+        if noise_std > 0:
+            raise ValueError("noise_std > 0 perturbs the greedy map: pass greedy=True")
+        return gumbel_argmax(logits, require_generator(generator, "sampling actions"))
+    if noise_std == 0:
         return torch.argmax(logits, dim=-1)
-    return gumbel_argmax(logits, require_generator(generator, "sampling actions"))
+    gen = require_generator(generator, "noisy action selection")
+    probs = torch.log_softmax(logits, dim=-1).exp()
+    noise = torch.randn(logits.shape, generator=gen, device=logits.device, dtype=logits.dtype)
+    scores = (probs + noise_std * noise).masked_fill(torch.isneginf(logits), float("-inf"))
+    return torch.argmax(scores, dim=-1)
 
 
 def one_hot_maps(maps: Tensor, num_choices: Sequence[int]) -> Tensor:

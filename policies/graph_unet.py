@@ -25,7 +25,8 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import TopKPooling
 
-from policies.categorical import check_num_choices, choice_mask, mask_logits, sample_maps
+from policies.base import Policy
+from policies.categorical import check_num_choices, choice_mask, mask_logits
 from policies.graph_ops import (
     EdgeCache,
     attention_conv,
@@ -35,7 +36,7 @@ from policies.graph_ops import (
 )
 
 
-class GraphUNetActor(nn.Module):
+class GraphUNetActor(nn.Module, Policy):
     """Graph U-Net policy: one categorical per node and decision head.
 
     Args:
@@ -123,12 +124,9 @@ class GraphUNetActor(nn.Module):
         )
         return mask_logits(logits, self.mask)
 
-    def _logits(self, data) -> Tensor:
+    def policy_logits(self, data) -> Tensor:
+        """Logits float ``[N, H, C]`` of the graph (or PyG ``Batch``) ``data``."""
         return self(data.x, data.edge_index, getattr(data, "batch", None))
-
-    def distribution(self, data) -> Tensor:
-        """Probabilities float ``[N, H, C]`` (0 for missing choices); differentiable."""
-        return torch.softmax(self._logits(data), dim=-1)
 
     def log_distribution(self, data) -> Tensor:
         """Log-probabilities float ``[N, H, C]``; differentiable.
@@ -136,24 +134,5 @@ class GraphUNetActor(nn.Module):
         Missing choices hold ``log(tiny)`` (about -87 in float32) instead of ``-inf`` and
         get no gradient, so ``probs * log_probs`` is 0 there rather than NaN.
         """
-        logp = torch.log_softmax(self._logits(data), dim=-1)
+        logp = torch.log_softmax(self.policy_logits(data), dim=-1)
         return logp.masked_fill(~self.mask, math.log(torch.finfo(logp.dtype).tiny))
-
-    @torch.no_grad()
-    def act(
-        self,
-        data,
-        num_samples: int,
-        generator: torch.Generator | None,
-        greedy: bool = False,
-        noise_std: float = 0.0,
-    ) -> Tensor:
-        """Maps long ``[num_samples, N, H]`` for the graph (or batch) ``data``.
-
-        ``noise_std > 0`` first adds ``N(0, noise_std^2)`` noise to every logit (EGRL's
-        noisy PG rollouts), independently per sample. Then ``greedy`` takes the argmax,
-        otherwise each sample is drawn from the softmax (Gumbel-max). All noise comes from
-        ``generator``, which may be ``None`` only for noise-free greedy maps.
-        """
-        logits = self._logits(data)
-        return sample_maps(logits, num_samples, generator, greedy, noise_std)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from policies import BoltzmannChromosome, Policy
+from policies import BoltzmannChromosome, Policy, seeded_init
 from policies.categorical import check_num_choices
 from populations import gnn_ops, selection
 from populations.params import EvolutionParams
@@ -151,14 +151,41 @@ class MixedPopulation:
         GNN members take the argmax of their distribution (``gnn_greedy``, as EGRL's
         population rollouts) or a sample; chromosomes sample their Boltzmann softmax.
         """
+        maps, _ = self._act(graph, generator, with_probs=False)
+        return maps, self.kinds.copy()
+
+    def act_with_probs(
+        self, graph, generator: torch.Generator
+    ) -> tuple[Tensor, np.ndarray, Tensor]:
+        """:meth:`act`'s maps and kinds (same draws) and every member's probabilities.
+
+        Returns maps long ``[P, N, H]``, kinds ``[P]`` and probabilities float
+        ``[P, N, H, C]`` on the CPU (0 for the choices a head lacks).
+        """
+        maps, probs = self._act(graph, generator, with_probs=True)
+        return maps, self.kinds.copy(), probs
+
+    def _act(
+        self, graph, generator: torch.Generator, with_probs: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Maps ``[P, N, H]`` and, when ``with_probs``, probabilities ``[P, N, H, C]``."""
         self._check_graph(graph)
-        maps = torch.empty(self.size, self.num_units, len(self.num_choices), dtype=torch.long)
+        shape = (self.size, self.num_units, len(self.num_choices))
+        maps = torch.empty(shape, dtype=torch.long)
+        probs = torch.zeros(*shape, max(self.num_choices)) if with_probs else None
         greedy = self.params.gnn_greedy
         for index, net in zip(self.indices(GNN), self.gnns):
-            maps[index] = net.act(graph, 1, generator, greedy=greedy)[0].cpu()
+            if with_probs:
+                member_maps, probs[index] = net.act_with_probs(graph, 1, generator, greedy=greedy)
+            else:
+                member_maps = net.act(graph, 1, generator, greedy=greedy)
+            maps[index] = member_maps[0].cpu()
         if self.chromosomes is not None:
-            maps[self.indices(BOLTZMANN)] = self.chromosomes.sample(generator).cpu()
-        return maps, self.kinds.copy()
+            rows = self.indices(BOLTZMANN)
+            maps[rows] = self.chromosomes.sample(generator).cpu()
+            if with_probs:
+                probs[rows] = self.chromosomes.probs().cpu()
+        return maps, probs
 
     def set_fitness(self, fitness: np.ndarray) -> None:
         """Record the fitness ``[P]`` of the current members (``-inf``: not evaluated, last)."""
@@ -426,15 +453,12 @@ def _random_chromosomes(
 
 
 def _build_gnn(make_gnn: Callable[[], nn.Module], generator: torch.Generator) -> nn.Module:
-    """Call ``make_gnn`` with torch's default generator seeded from ``generator``.
+    """Call ``make_gnn`` under :func:`policies.seeded_init` with a seed drawn from ``generator``.
 
-    Module constructors draw their initial weights from the global torch generator; it is
-    forked here (and restored afterwards) so the weights depend on ``generator`` only.
+    Module constructors draw their initial weights from the global torch generator; seeding
+    a fork of it makes the weights depend on ``generator`` only.
     """
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return make_gnn()
+    return seeded_init(int(torch.randint(0, 2**62, (1,), generator=generator)), make_gnn)
 
 
 @torch.no_grad()

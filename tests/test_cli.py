@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
+import importlib
+import json
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
 
 from tests.test_trainer import read_metrics
 
@@ -83,13 +91,202 @@ def test_egrl_train_cfg_job_prints_config(tmp_path):
     assert "seed: 5" in out.stdout and "boltzmann_fraction: 0.2" in out.stdout
 
 
-def test_egrl_info_without_optimum(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "egrl.cli.info", "--workload", "resnet18", "--no-optimum"],
+def egrl_info(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "egrl.cli.info", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_egrl_info_answers_without_solving_the_optimum_by_default(tmp_path):
+    out = egrl_info("--workload", "resnet18", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| resnet50 |" in out.stdout and "native compiler map" in out.stdout
+    assert "optimum: not solved (add --optimum" in out.stdout
+    assert "optimum (" not in out.stdout
+
+
+def test_egrl_info_names_a_missing_workload_file(tmp_path):
+    out = egrl_info("--workload", "missing.onnx", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "egrl-info: workload file 'missing.onnx' does not exist"
+
+
+# ------------------------------------------------------------ bad input, one line each
+def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
+    """Exit status 2, exactly ``egrl-train: LINE`` on stderr, no traceback."""
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [f"egrl-train: {line}"]
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("budget=-5", "budget=-5 is invalid: expected an integer >= 1"),
+        ("budget=abc", "budget=abc is invalid: expected an integer >= 1"),
+        ("learner.gamma=2", "learner.gamma=2 is invalid: expected a number in [0, 1]"),
+        (
+            "workload=missing.onnx",
+            "workload=missing.onnx is invalid: workload file 'missing.onnx' does not exist",
+        ),
+    ],
+)
+def test_bad_values_are_refused_before_any_directory_is_made(tmp_path, override, line):
+    assert_refused(egrl_train(override, cwd=tmp_path), line)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
+    out = egrl_train("-m", "budget=10,-5", "seed=0,1", cwd=tmp_path)
+    assert_refused(out, "budget=-5 is invalid: expected an integer >= 1")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_of_a_missing_or_foreign_directory_is_refused(tmp_path):
+    missing = tmp_path / "nope"
+    assert_refused(
+        egrl_train(f"resume={missing}", cwd=tmp_path),
+        f"resume={missing} is invalid: no such directory",
+    )
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_refused(
+        egrl_train(f"resume={empty}", cwd=tmp_path),
+        f"resume={empty} is invalid: not a run directory (config.yaml is missing)",
+    )
+    assert list(empty.iterdir()) == []
+
+
+def test_resume_applies_a_larger_budget_and_refuses_other_changes(tmp_path):
+    run_dir = tmp_path / "run"
+    first = egrl_train(*TINY, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    saved = (run_dir / "config.yaml").read_text(encoding="utf-8")
+
+    out = egrl_train(f"resume={run_dir}", "seed=3", "budget=60", cwd=tmp_path)
+    assert out.returncode == 2 and "egrl-train: resume: cannot change seed " in out.stderr
+    out = egrl_train(f"resume={run_dir}", "budget=30", cwd=tmp_path)
+    assert_refused(
+        out,
+        "budget=30 is invalid: the run has already made 40 iterations (expected an integer >= 40)",
+    )
+    assert (run_dir / "config.yaml").read_text(encoding="utf-8") == saved
+
+    more = egrl_train(f"resume={run_dir}", "budget=60", "seed=0", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert int(read_metrics(run_dir)[-1]["iterations"]) == 60
+    assert OmegaConf.load(run_dir / "config.yaml").budget == 60
+    # A later plain resume keeps the applied budget (at 40 it would be below the 60 made).
+    again = egrl_train(f"resume={run_dir}", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert int(read_metrics(run_dir)[-1]["iterations"]) == 60
+
+
+def test_a_failed_run_logs_its_error_to_train_log(tmp_path):
+    run_dir = tmp_path / "run"
+    out = egrl_train(
+        "agent=sa",
+        "agent.moves=100000",
+        "workload=resnet18",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    assert "Traceback" in log and "moves=100000 exceeds" in log
+
+
+# ------------------------------------------------------------------ help texts
+class _Parsed(Exception):
+    """Raised instead of parsing, carrying the parser a CLI built."""
+
+
+def cli_parser(monkeypatch, main, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser ``main(argv)`` builds (its parse_args is stopped before it runs)."""
+
+    def capture(self, args=None, namespace=None):
+        raise _Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    with pytest.raises(_Parsed) as info:
+        main(argv)
+    return info.value.args[0]
+
+
+def undocumented(parser: argparse.ArgumentParser) -> list[str]:
+    """Options, positionals and sub-commands of ``parser`` (recursively) without help."""
+    missing = []
+    for action in parser._actions:
+        name = "/".join(action.option_strings) or action.dest
+        if not action.help or action.help == argparse.SUPPRESS or not action.help.strip():
+            missing.append(f"{parser.prog} {name}")
+        if isinstance(action, argparse._SubParsersAction):
+            missing += [f"{parser.prog} {c.dest}" for c in action._choices_actions if not c.help]
+            for sub in action.choices.values():
+                missing += undocumented(sub)
+    return missing
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("egrl.cli.info", []),
+        ("egrl.cli.report", []),
+        ("egrl.cli.experiment", []),
+        ("egrl.cli.transfer", []),
+        ("egrl.cli.transfer", ["pretrain"]),
+    ],
+)
+def test_every_cli_option_has_help(monkeypatch, module, argv):
+    main = importlib.import_module(module).main
+    parser = cli_parser(monkeypatch, main, argv)
+    assert len(parser._actions) > 1
+    assert undocumented(parser) == []
+
+
+# ------------------------------------------------------------------ README
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else None]
+
+
+def test_readme_own_model_example_runs(tmp_path):
+    """The README's "Your own model" section, run as written from an empty directory."""
+    section = readme_section("Your own model")
+    (python_code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    (shell,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    made = subprocess.run(
+        [sys.executable, "-c", python_code],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "| resnet50 |" in out.stdout and "native compiler map" in out.stdout
+    assert made.returncode == 0, made.stderr[-2000:]
+    modules = {"egrl-train": "egrl.cli.train", "egrl-info": "egrl.cli.info"}
+    commands = [shlex.split(line, comments=True) for line in shell.splitlines()]
+    commands = [c for c in commands if c]
+    assert {c[0] for c in commands} == set(modules)
+    for command in commands:
+        out = subprocess.run(
+            [sys.executable, "-m", modules[command[0]], *command[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, (command, out.stderr[-2000:])
+        if command[0] == "egrl-info":
+            assert "native compiler map" in out.stdout
+            continue
+        run_dir = Path(out.stdout.rsplit("results in ", 1)[1].strip())
+        assert run_dir.parent.parent.name == "mynet"
+        best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
+        assert best["mapping"] is not None and best["iterations"] > 0

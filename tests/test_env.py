@@ -1,11 +1,14 @@
-"""The environment on the NNP-I model: Algorithm 1's rewards, speedups and map checks."""
+"""The environment on the NNP-I model: rewards, speedups, map checks, policy inputs, probs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch_geometric.data import Data
 
 from egrl import make_env
+from egrl.features import featurise
 from hwmodels.nnpi import NNPI
 from tests.nnpi_workloads import random_dag
 
@@ -97,3 +100,97 @@ def test_mapping_to_dict_uses_level_names(env):
     assert set(d) == set(env.unit_names)
     assert all(set(v) == {"weight", "activation"} for v in d.values())
     assert {c for v in d.values() for c in v.values()} <= {"DRAM", "LLC", "SRAM"}
+
+
+# ------------------------------------------------------------ the policy's inputs
+def test_policy_inputs_are_log1p_of_the_nnpi_features_bit_for_bit(env):
+    """Snapshots trained when NNP-I scaled its own features still read the same inputs."""
+    x = env.graph.x
+    assert x.dtype == torch.float32
+    expected = torch.as_tensor(np.log1p(env.workload.features), dtype=torch.float32)
+    assert torch.equal(x, expected)
+    assert env.graph is env.graph  # featurised once
+    assert env.target.graph.x.dtype == torch.float64  # the target's graph stays raw
+
+
+def test_featurise_is_a_signed_log1p_and_names_bad_features():
+    raw = Data(
+        x=torch.tensor([[-1e9, -1.0, 0.0], [1.0, 2.5, 1e12]], dtype=torch.float64),
+        edge_index=torch.tensor([[0], [1]]),
+        node_names=["a", "b"],
+    )
+    out = featurise(raw)
+    expected = np.sign(raw.x.numpy()) * np.log1p(np.abs(raw.x.numpy()))
+    np.testing.assert_array_equal(out.x.numpy(), expected.astype(np.float32))
+    assert out.x[0, 0] < out.x[0, 1] < 0 == out.x[0, 2]  # monotone and odd
+    assert raw.x.dtype == torch.float64 and out.node_names == ["a", "b"]  # input untouched
+    raw.x[1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"feature 2 of node 'b' is nan"):
+        featurise(raw)
+
+
+def test_env_graph_follows_a_replaced_target_graph(env):
+    problem = make_env(NNPI(), env.workload)
+    problem.target.graph.x = -torch.ones(env.num_units, 5, dtype=torch.float64)
+    assert tuple(problem.graph.x.shape) == (env.num_units, 5)
+    assert torch.allclose(problem.graph.x, torch.full((env.num_units, 5), -np.log(2.0)))
+
+
+# ---------------------------------------------------- initial, fallback, probabilities
+def test_initial_and_fallback_maps_come_from_the_target(env):
+    np.testing.assert_array_equal(env.initial_mapping, np.zeros((env.num_units, 2)))
+    np.testing.assert_array_equal(env.fallback_mapping, env.baseline_mapping)
+    assert env.initial_mapping.dtype == np.int64
+
+
+class WrongInitial(NNPI):
+    def bind(self, workload):
+        target = super().bind(workload)
+        target.initial_mapping = lambda: np.full((workload.num_nodes, 2), 3)
+        return target
+
+
+def test_an_out_of_range_initial_map_is_named(env):
+    with pytest.raises(ValueError, match=r"NNPITarget.initial_mapping\(\).*choice 3"):
+        make_env(WrongInitial(), env.workload)
+
+
+def uniform(env, batch: int) -> np.ndarray:
+    return np.full((batch, env.num_units, env.num_heads, env.max_choices), 1 / 3)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda p: p[:, :, :, :2], r"must have shape \[2, 12, 2, 3\]"),
+        (lambda p: p * 2, r"map 0, unit 'n0', head 'weight' must sum to 1"),
+        (lambda p: -p, "non-negative"),
+        (lambda p: np.where(p > 0, np.nan, p), "finite"),
+    ],
+)
+def test_probs_are_checked(env, change, match):
+    maps = env.random_mappings(2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=match):
+        env.evaluate(maps, probs=change(uniform(env, 2)))
+
+
+def test_probs_reach_only_a_target_that_wants_them(env, monkeypatch):
+    seen = []
+    measure = env.target.measure
+
+    def spy(maps, **kw):
+        seen.append(kw)
+        return measure(maps)
+
+    monkeypatch.setattr(env.target, "measure", spy)
+    maps = env.random_mappings(2, np.random.default_rng(0))
+    probs = torch.full((2, env.num_units, env.num_heads, 3), 1 / 3)
+    plain = env.evaluate(maps, probs=probs)
+    assert seen == [{}] and not env.wants_probabilities
+    monkeypatch.setattr(env.target, "wants_probabilities", True, raising=False)
+    assert env.wants_probabilities
+    wanted = env.evaluate(maps, probs=probs)
+    np.testing.assert_array_equal(seen[1]["probs"], probs.double().numpy())
+    env.evaluate(maps)
+    assert seen[2] == {"probs": None}
+    np.testing.assert_array_equal(plain.reward, wanted.reward)

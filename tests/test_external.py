@@ -107,6 +107,7 @@ def test_bind_writes_the_workload_file_and_units_are_nodes():
     target = chip_target()
     assert target.num_units == 4 and target.unit_names == ["c1", "c2", "add", "fc"]
     assert tuple(target.graph.x.shape) == (4, 19)
+    np.testing.assert_array_equal(target.graph.x.numpy(), target.workload.features)  # raw
     saved = json.loads(target.workload_path.read_text())
     assert saved["format"] == "egrl-workload/1"
     assert [n["name"] for n in saved["nodes"]] == target.unit_names
@@ -171,13 +172,37 @@ def test_env_reward_and_baseline_from_the_chip(maps):
 
 # ---------------------------------------------------------------- baseline fallback
 @pytest.mark.parametrize("command", ["no-baseline", "crash"])
-def test_baseline_falls_back_to_all_zeros(tmp_path, caplog, command):
+def test_baseline_falls_back_to_the_fallback_map(tmp_path, caplog, command):
     argv = [PY, CHIP, "--no-baseline"] if command == "no-baseline" else [PY, "-c", CRASH]
     target = ExternalModel(argv).bind(tiny_workload())
     with caplog.at_level(logging.WARNING, logger="hwmodels.external"):
         mapping = target.native_mapping()
-    np.testing.assert_array_equal(mapping, np.zeros((4, 2), dtype=np.int64))
-    assert "no baseline map" in caplog.text
+    np.testing.assert_array_equal(mapping, np.zeros((4, 2), dtype=np.int64))  # DRAM
+    assert "no baseline map" in caplog.text and "fallback" in caplog.text
+    target = ExternalModel(argv, fallback={"activation": "LLC"}).bind(tiny_workload())
+    np.testing.assert_array_equal(target.native_mapping(), [[0, 1]] * 4)
+
+
+def test_initial_and_fallback_maps_are_the_named_choices():
+    heads = {"chip": ["host", "npu0", "npu1"], "bank": ["a", "b"]}
+    target = ExternalModel(
+        ["/nonexistent/never-run"], heads=heads, initial={"chip": "npu1"}, fallback={"bank": "b"}
+    ).bind(tiny_workload())
+    assert target.initial_mapping().tolist() == [[2, 0]] * 4
+    assert target.fallback_mapping().tolist() == [[0, 1]] * 4
+    assert target.initial_mapping().dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"initial": {"wieght": "DRAM"}}, r"initial names unknown head\(s\) \['wieght'\]"),
+        ({"fallback": {"weight": "HBM"}}, r"fallback: head 'weight' has no choice 'HBM'"),
+    ],
+)
+def test_bad_initial_or_fallback_choices_are_named(params, problem):
+    with pytest.raises(ValueError, match=problem):
+        ExternalModel("x", **params)
 
 
 def test_malformed_baseline_mapping_is_an_error():
@@ -194,7 +219,7 @@ def test_malformed_baseline_mapping_is_an_error():
 # ------------------------------------------------------------------ answer defaults
 def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
     m = answer_target({"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}).measure(maps)
-    np.testing.assert_array_equal(m.rectified[1], np.zeros((4, 2)))
+    np.testing.assert_array_equal(m.rectified[1], np.zeros((4, 2)))  # the fallback map
     np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
     assert m.reassigned_ratio.tolist() == [0.0, 1.0, 0.0]
     assert np.isnan(m.latency_s[1]) and m.latency_s[2] == 2e-3
@@ -204,6 +229,13 @@ def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
     m = answer_target(given).measure(maps)
     assert m.reassigned_ratio.tolist() == [0.0, 0.25, 0.0]
     assert m.latency_s[1] == 5e-3
+
+
+def test_an_unreported_repair_is_the_configured_fallback_map(maps):
+    answer = {"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}
+    m = answer_target(answer, fallback={"weight": "LLC", "activation": "LLC"}).measure(maps)
+    np.testing.assert_array_equal(m.rectified[1], np.ones((4, 2)))
+    np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
 
 
 def test_reassigned_bytes_are_converted(maps):

@@ -60,10 +60,18 @@ def test_heads_and_graph():
     assert target.heads == {"weight": list(LEVELS), "activation": list(LEVELS)}
     assert target.num_units == 9 and target.unit_names == w.node_names
     g = target.graph
-    assert g.x.dtype == torch.float32 and tuple(g.x.shape) == (9, 19)
-    assert torch.allclose(g.x, torch.as_tensor(np.log1p(w.features), dtype=torch.float32))
+    assert g.x.dtype == torch.float64 and tuple(g.x.shape) == (9, 19)
+    np.testing.assert_array_equal(g.x.numpy(), w.features)  # raw: the policy side scales
     assert torch.equal(g.edge_index, torch.as_tensor(w.edge_index))
     assert g.node_names == w.node_names and g.name == w.name
+
+
+def test_initial_map_is_all_dram_and_the_fallback_is_the_native_map():
+    target = NNPI().bind(random_dag(9, np.random.default_rng(3)))
+    assert target.initial_mapping().tolist() == [[DRAM, DRAM]] * 9
+    assert target.measure(target.initial_mapping()[None]).valid[0]
+    np.testing.assert_array_equal(target.fallback_mapping(), target.native_mapping())
+    assert not target.wants_probabilities
 
 
 def test_activation_lifetime_counts_in_capacity():

@@ -15,7 +15,9 @@ from policies import (
     entropy,
     num_parameters,
     one_hot_maps,
+    seeded_init,
 )
+from policies.categorical import sample_maps
 from policies.graph_ops import square_adjacency, undirected_with_self_loops
 
 F = 19
@@ -37,13 +39,11 @@ def make_graph(num_nodes: int, seed: int) -> Data:
 
 
 def small_actor(seed: int = 0, **kwargs) -> GraphUNetActor:
-    torch.manual_seed(seed)
-    return GraphUNetActor(F, CHOICES, hidden=32, out=32, **kwargs)
+    return seeded_init(seed, lambda: GraphUNetActor(F, CHOICES, hidden=32, out=32, **kwargs))
 
 
 def small_critic(seed: int = 0) -> TwinQCritic:
-    torch.manual_seed(seed)
-    return TwinQCritic(F, CHOICES, hidden=32, depth=2)
+    return seeded_init(seed, lambda: TwinQCritic(F, CHOICES, hidden=32, depth=2))
 
 
 # ---------------------------------------------------------------- actor
@@ -127,6 +127,36 @@ def test_noisy_greedy_rollouts_explore():
     noisy = actor.act(graph, 4, torch.Generator().manual_seed(0), greedy=True, noise_std=5.0)
     assert (noisy != plain).any()
     assert noisy[..., 1].max() <= 1  # noise never unmasks a missing choice
+
+
+def test_rollout_noise_is_on_the_probabilities_and_needs_the_greedy_map():
+    # A saturated policy: logit noise of any moderate size would never change a decision,
+    # probability noise of std 0.3 flips about 2% of them (docs/learner.md).
+    logits = torch.tensor([[[20.0, 0.0, 0.0], [0.0, 20.0, float("-inf")]]]).expand(500, 2, 3)
+    gen = torch.Generator().manual_seed(0)
+    noisy = sample_maps(logits, 8, gen, greedy=True, noise_std=0.3)
+    greedy = torch.tensor([0, 1])
+    flipped = (noisy != greedy).float().mean().item()
+    assert 0.005 < flipped < 0.05
+    assert noisy[..., 1].max() <= 1  # never the missing choice
+    no_noise = torch.Generator().manual_seed(0)
+    assert (sample_maps(logits, 8, no_noise, greedy=True) == greedy).all()
+    with pytest.raises(ValueError, match="greedy=True"):
+        sample_maps(logits, 1, gen, greedy=False, noise_std=0.3)
+
+
+@pytest.mark.parametrize("greedy, noise_std", [(False, 0.0), (True, 0.0), (True, 0.5)])
+def test_act_with_probs_gives_the_same_maps_and_the_distribution(greedy, noise_std):
+    graph = make_graph(20, seed=8)
+    pop = BoltzmannChromosome.random(2, 20, CHOICES, torch.Generator().manual_seed(0))
+    for policy in (small_actor(), pop.view(1)):
+        maps = policy.act(graph, 3, torch.Generator().manual_seed(4), greedy, noise_std)
+        again, probs = policy.act_with_probs(
+            graph, 3, torch.Generator().manual_seed(4), greedy, noise_std
+        )
+        assert torch.equal(maps, again)
+        torch.testing.assert_close(probs, policy.distribution(graph))
+        assert probs.shape == (20, 2, 3) and (probs[:, 1, 2] == 0).all()
 
 
 def test_gradients_reach_every_actor_parameter():

@@ -10,6 +10,7 @@ import torch
 from torch_geometric.data import Data
 
 from egrl.checkpoint import load_state, save_state
+from policies import seeded_init
 from policies.graph_unet import GraphUNetActor
 from populations import EvolutionParams, MixedPopulation, boltzmann_ops, gnn_ops, selection
 
@@ -32,9 +33,7 @@ def make_gnn() -> GraphUNetActor:
 
 def seeded_gnn(seed: int) -> GraphUNetActor:
     """A GNN whose initial weights depend on ``seed`` only (the learner's stand-in)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return make_gnn()
+    return seeded_init(seed, make_gnn)
 
 
 def make_population(seed: int = 0, size: int = 10, **options) -> MixedPopulation:
@@ -87,6 +86,21 @@ def test_layout_and_act_shapes():
     for h, c in enumerate(CHOICES):
         assert int(maps[..., h].min()) >= 0 and int(maps[..., h].max()) < c
     assert len(set(pop.ids.tolist())) == 10
+
+
+@pytest.mark.parametrize("gnn_greedy", [True, False])
+def test_act_with_probs_gives_the_same_maps_and_every_members_distribution(gnn_greedy):
+    pop = make_population(gnn_greedy=gnn_greedy)
+    graph = make_graph()
+    maps, kinds = pop.act(graph, gen(4))
+    again, kinds_again, probs = pop.act_with_probs(graph, gen(4))
+    assert torch.equal(maps, again) and kinds.tolist() == kinds_again.tolist()
+    assert probs.shape == (10, UNITS, len(CHOICES), max(CHOICES))
+    with torch.no_grad():
+        for i in range(pop.size):
+            torch.testing.assert_close(probs[i], pop.policy(i).distribution(graph))
+    assert (probs[:, :, 1, 2] == 0).all()  # zeros past the second head's two choices
+    torch.testing.assert_close(probs.sum(-1), torch.ones(10, UNITS, len(CHOICES)))
 
 
 def test_gnn_members_act_greedily_by_default():

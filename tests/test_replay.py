@@ -65,16 +65,16 @@ def test_int8_storage_and_int16_when_needed():
     "actions, rewards, message",
     [
         (np.zeros((2, 4, 2), dtype=int), [0.0, 0.0], "shape"),
-        (np.full((1, 3, 2), -1), [0.0], "choice -1"),
+        (np.full((1, 3, 2), 128), [0.0], "choice 128 does not fit max_choices=128"),
         (np.zeros((2, 3, 2), dtype=int), [0.0, np.nan], "not finite"),
         (np.zeros((2, 3, 2), dtype=int), [0.0], "single reward"),
-        (np.zeros((1, 3, 2)), [0.0], "integer"),
     ],
 )
-def test_bad_input_is_named(actions, rewards, message):
+def test_bad_input_is_named_and_nothing_is_stored(actions, rewards, message):
     buf = ReplayBuffer(capacity=4, num_units=3, num_heads=2)
     with pytest.raises(ValueError, match=message):
         buf.add(actions, rewards, source="gnn")
+    assert len(buf) == 0 and buf.num_added == 0
 
 
 def test_empty_buffer_cannot_be_sampled():

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.data import Data
 
@@ -20,12 +21,13 @@ from egrl.replay import ReplayBuffer
 from egrl.sac import (
     SACConfig,
     SACDiscrete,
-    choice_mask,
     decision_entropy,
     masked_log_probs,
     noisy_one_hot,
     policy_action,
 )
+from policies import GraphUNetActor, Policy, TwinQCritic
+from policies.categorical import choice_mask
 
 NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4
@@ -41,8 +43,9 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-class TinyActor(nn.Module):
-    """Per-node MLP with ``GraphUNetActor``'s signatures: logits ``[N, H, C]``."""
+class TinyActor(nn.Module, Policy):
+    """Per-node MLP with ``GraphUNetActor``'s signatures: logits ``[N, H, C]``; it acts
+    through :class:`policies.Policy`, like the real actor."""
 
     def __init__(self, in_dim: int, num_choices: list[int], hidden: int = 16):
         super().__init__()
@@ -55,17 +58,8 @@ class TinyActor(nn.Module):
         logits = self.net(x).view(x.size(0), *self.mask.shape)
         return logits.masked_fill(~self.mask, float("-inf"))
 
-    @torch.no_grad()
-    def act(self, data, num_samples, generator, greedy=False, noise_std=0.0):
-        logits = self(data.x, data.edge_index)
-        logits = logits.expand(num_samples, *logits.shape)
-        if noise_std > 0:
-            noise = torch.randn(logits.shape, generator=generator)
-            logits = logits + noise_std * noise
-        if greedy:
-            return logits.argmax(dim=-1)
-        probs = torch.softmax(logits, dim=-1).reshape(-1, logits.size(-1))
-        return torch.multinomial(probs, 1, generator=generator).view(logits.shape[:-1])
+    def policy_logits(self, data):
+        return self(data.x, data.edge_index)
 
 
 class TinyCritic(nn.Module):
@@ -242,6 +236,45 @@ def test_act_clean_is_greedy_and_noisy_explores():
     assert (noisy[..., 1] < 2).all()  # never the missing choice
 
 
+def test_act_is_the_actors_noisy_rollout_and_probs_change_no_draw():
+    learner = _learner(noise_std=0.7)
+    graph = _graph()
+    for noisy, noise_std in ((True, 0.7), (False, 0.0)):
+        mine = learner.act(graph, 5, torch.Generator().manual_seed(3), noisy=noisy)
+        actor = learner.actor.act(graph, 5, torch.Generator().manual_seed(3), True, noise_std)
+        assert torch.equal(mine, actor)
+        maps, probs = learner.act_with_probs(graph, 5, torch.Generator().manual_seed(3), noisy)
+        assert torch.equal(maps, mine)
+        expected = torch.softmax(learner.actor(graph.x, graph.edge_index), dim=-1)
+        assert torch.allclose(probs, expected)
+        assert probs[:, 1, 2].eq(0).all()  # zeros past the second head's two choices
+
+
+def test_train_steps_draw_from_every_graph_and_buffer_pair():
+    rng = np.random.default_rng(8)
+    buffers = [ReplayBuffer(capacity=50, num_units=NUM_NODES, num_heads=2) for _ in range(2)]
+    for buffer in buffers:
+        maps = _random_maps(rng, 20)
+        buffer.add(maps, rng.normal(size=20), source="learner")
+    graphs = [_graph(), _graph()]
+    graphs[1].x = -graphs[1].x
+    seen = []
+
+    class Recording(SACDiscrete):
+        def update(self, graph, batch):
+            seen.append(graph is graphs[1])
+            return {"critic_loss": float(len(seen))}
+
+    base = _learner()
+    learner = Recording(base.actor, base.critic, NUM_CHOICES)
+    stats = learner.train_steps(list(zip(graphs, buffers)), 40, rng)
+    assert len(seen) == 40 and 0 < sum(seen) < 40
+    assert stats == {"critic_loss": np.mean(np.arange(1, 41))}
+    seen.clear()
+    learner.train_steps([(graphs[0], buffers[0])], 5, rng)
+    assert seen == [False] * 5
+
+
 # ---------------------------------------------------------- learning a toy problem
 def test_learns_the_toy_problem():
     """Additive reward with one best choice per decision: Q fits k*r, greedy map = best map.
@@ -258,7 +291,7 @@ def test_learns_the_toy_problem():
     buffer.add(maps, _reward(w, maps), source="boltzmann")
     learner = _learner(lr_actor=1e-2, lr_critic=1e-2, alpha=0.5)
     graph = _graph()
-    learner.train_steps(graph, buffer, 400, rng)
+    learner.train_steps([(graph, buffer)], 400, rng)
 
     with torch.no_grad():
         held = torch.from_numpy(maps)
@@ -298,12 +331,12 @@ def test_checkpoint_of_other_heads_is_refused():
 
 # ---------------------------------------------------------- the real networks
 def test_build_with_graph_unet_networks_is_seeded():
-    policies = pytest.importorskip("policies")
-    if not hasattr(policies, "TwinQCritic") or not hasattr(policies, "GraphUNetActor"):
-        pytest.skip("policies.GraphUNetActor / TwinQCritic not available")
     kwargs = dict(hidden=16, out=16, depth=2, heads=2)
+    before = torch.get_rng_state()
     a = SACDiscrete.build(NUM_NODES, NUM_CHOICES, seed=3, **kwargs)
+    assert torch.equal(before, torch.get_rng_state())  # built on a fork of the global RNG
     b = SACDiscrete.build(NUM_NODES, NUM_CHOICES, seed=3, **kwargs)
+    assert isinstance(a.actor, GraphUNetActor) and isinstance(a.critic, TwinQCritic)
     for p, q in zip(a.critic.parameters(), b.critic.parameters(), strict=True):
         assert torch.equal(p, q)
     stats = [m.update(_graph(), _batch(np.random.default_rng(7), 6)) for m in (a, b)]
@@ -314,10 +347,7 @@ def test_build_with_graph_unet_networks_is_seeded():
 
 
 def test_config_reads_the_learner_config_group():
-    omegaconf = pytest.importorskip("omegaconf")
-    values = omegaconf.OmegaConf.to_container(
-        omegaconf.OmegaConf.load(CONFIGS / "learner" / "sac.yaml")
-    )
+    values = OmegaConf.to_container(OmegaConf.load(CONFIGS / "learner" / "sac.yaml"))
     config = SACConfig.from_dict(values)
     assert (config.gamma, config.alpha, config.tau, config.reward_scale) == (0.99, 0.05, 1e-3, 5.0)
     assert (config.lr_actor, config.lr_critic, config.batch_size) == (1e-3, 1e-3, 24)

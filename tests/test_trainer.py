@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +14,7 @@ import torch
 from egrl import make_env
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
 from egrl.trainer import TIMING_COLUMNS, Trainer
+from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
 
 KIB = 1024
@@ -106,23 +102,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     Trainer(small_env(), small_config(seed=7, budget=budget), reference).run()
 
     killed = tmp_path / "killed"
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(killed), str(budget)], cwd=root, env=env
-    )
-    deadline = time.time() + 120
-    try:
-        # Kill -9 once at least two checkpoints exist, i.e. mid-way through the run.
-        while time.time() < deadline and proc.poll() is None:
-            ckpts = list((killed / "checkpoints").glob("gen_??????")) if killed.exists() else []
-            if len(ckpts) >= 2:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "the run finished before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
+    kill_after_checkpoints(_CHILD, [str(killed), str(budget)], killed)
     partial = read_metrics(killed)
     assert 0 < int(partial[-1]["iterations"]) < budget
 
@@ -146,18 +126,109 @@ def test_egrl_beats_random_search_at_the_same_budget(tmp_path):
 
 
 def test_ea_only_and_pg_only_agents_run(tmp_path):
-    ea = Trainer(small_env(), small_config(budget=40, name="ea", use_learner=False)).run()
-    pg = Trainer(small_env(), small_config(budget=40, name="pg", use_population=False)).run()
-    assert ea.speedup >= 0 and pg.speedup >= 0
+    for agent, counts in (
+        ({"name": "ea", "use_learner": False}, {"gnn": 30, "boltzmann": 10}),
+        ({"name": "pg", "use_population": False}, {"learner": 40}),
+    ):
+        env = small_env()
+        trainer = Trainer(env, small_config(budget=40, **agent))
+        best = trainer.run()
+        assert (trainer.population is None) == ("gnn" not in counts)
+        assert (trainer.portfolio is None) == ("learner" not in counts)
+        assert trainer.buffer.counts_by_source() == counts
+        # The answer is a valid map whose speedup the compiler's own model confirms.
+        ev = env.evaluate(best.mapping)
+        assert ev.valid[0] and ev.speedup[0] == pytest.approx(best.speedup) and best.speedup > 0
+        held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
+        assert best.speedup == pytest.approx(env.evaluate(held).speedup.max())
+
+
+def test_replay_entries_are_tagged_with_the_member_kind_that_made_them():
+    cfg = small_config(budget=30)  # one generation: 8 members, 1 noisy and 1 clean learner map
+    trainer = Trainer(small_env(), cfg)
+    trainer.step()
+    buf = trainer.buffer
+    tags = [buf.source_names[i] for i in buf.source[: len(buf)]]
+    assert tags == ["gnn"] * 6 + ["boltzmann"] * 2 + ["learner"] * 2
+    # The stored rewards are those of the stored maps.
+    ev = trainer.env.evaluate(buf.actions[:8].astype(np.int64))
+    np.testing.assert_array_equal(buf.rewards[:8], ev.reward.astype(np.float32))
+
+
+def test_a_budget_that_ends_inside_the_population_ranks_the_rest_last():
+    trainer = Trainer(small_env(), small_config(budget=7))
+    fitness = []
+    trainer.population.set_fitness = fitness.append
+    trainer.step()
+    assert trainer.iterations == 7 and trainer.buffer.counts_by_source() == {
+        "gnn": 6,
+        "boltzmann": 1,
+    }
+    (fitness,) = fitness
+    assert np.isfinite(fitness[:7]).all() and fitness[7] == -np.inf
+
+
+def test_probabilities_reach_a_target_that_wants_them_and_only_then():
+    env = small_env()
+    seen: list[tuple[np.ndarray, np.ndarray | None]] = []
+    measure = env.target.measure
+
+    def measure_with_probs(maps, probs=None):
+        seen.append((maps, probs))
+        return measure(maps)
+
+    env.target.measure = measure_with_probs
+    env.target.wants_probabilities = True
+    trainer = Trainer(env, small_config(budget=30))
+    trainer.step()
+    assert [len(maps) for maps, _ in seen] == [6, 2, 1, 1]  # gnn, boltzmann, noisy, clean
+    c = max(env.num_choices)
+    for maps, probs in seen:
+        assert probs.shape == (*maps.shape, c)
+        np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+    gnn_maps, gnn_probs = seen[0]
+    np.testing.assert_array_equal(gnn_maps, gnn_probs.argmax(-1))  # greedy members
+    clean_maps, clean_probs = seen[3]
+    np.testing.assert_array_equal(clean_maps, clean_probs.argmax(-1))
+
+    # A target that does not want them: no probabilities are computed at all.
+    plain = Trainer(small_env(), small_config(budget=30))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("probabilities computed for a target that does not want them")
+
+    plain.population.act_with_probs = refuse
+    plain.portfolio.learners[0].act_with_probs = refuse
+    plain.step()
+    assert plain.iterations == 10
+
+
+def test_evaluate_checks_maps_before_anything_is_recorded():
+    env = small_env()
+    trainer = Trainer(env, small_config(budget=30))
+    bad = np.zeros((2, env.num_units, env.num_heads), dtype=np.int64)
+    bad[1, 3, 0] = 7
+    with pytest.raises(ValueError, match=f"map 1: unit {env.unit_names[3]!r}"):
+        trainer.evaluate(bad, "gnn")
+    assert len(trainer.buffer) == 0 and trainer.iterations == 0
 
 
 def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
     cfg = small_config(budget=40)
     cfg.population = PopulationConfig(size=4, boltzmann_fraction=1.0)
     trainer = Trainer(small_env(), cfg)
+    trainer.step()
+    pop = trainer.population
+    assert set(pop.kinds) == {"boltzmann"}
+    # The learner migrated into one chromosome: its prior is the actor's log-posterior.
+    (migrant,) = np.flatnonzero(pop.migrants)
+    with torch.no_grad():
+        probs = trainer.portfolio.learners[0].actor.distribution(trainer.graph)
+    row = pop.chromosome_row(int(migrant))
+    expected = torch.log(probs.clamp_min(1e-6)).masked_fill(~pop.chromosomes.mask, 0.0)
+    torch.testing.assert_close(pop.chromosomes.prior[row], expected)
     trainer.run()
     assert trainer.iterations == 40
-    assert set(trainer.population.kinds) == {"boltzmann"}
 
 
 def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():

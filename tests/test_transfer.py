@@ -28,6 +28,7 @@ from egrl.transfer import (
     write_snapshot,
 )
 from policies import GraphUNetActor
+from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import random_dag, residual
 
 KIB = 1024
@@ -244,17 +245,73 @@ def two_envs():
 def test_pretraining_respects_the_budget_over_all_workloads():
     envs = two_envs()
     trainer = MultiWorkloadPretrainer(envs, small_pretrain_config(budget=29))
-    rows = trainer.run()
+    trainer.run()
+    rows = trainer.rows
     assert trainer.iterations == 29
     assert sum(env.num_evaluations for env in envs.values()) == 29
     assert sum(len(b) for b in trainer.buffers.values()) == 29
     # 3 maps per workload and generation: 4 full generations, then 3 + 2 of the fifth.
     assert [len(b) for b in trainer.buffers.values()] == [15, 14]
     assert rows[-1]["gradient_steps"] == 5 and trainer.learner.num_updates > 0
-    again = MultiWorkloadPretrainer(two_envs(), small_pretrain_config(budget=29)).run()
+    assert set(trainer.buffers["a"].counts_by_source()) == {"learner"}
+    # Each workload's best is the best speedup of its own evaluated maps.
+    for name, env in trainer.envs.items():
+        buffer = trainer.buffers[name]
+        ev = env.evaluate(buffer.actions[: len(buffer)].astype(np.int64))
+        assert trainer.bests[name].speedup == pytest.approx(ev.speedup.max())
+        assert rows[-1][f"best_speedup[{name}]"] == trainer.bests[name].speedup
+    again = MultiWorkloadPretrainer(two_envs(), small_pretrain_config(budget=29))
+    again.run()
     # Same seed, same run (metrics equal up to wall-clock time; NaN before the burn-in).
-    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
-    np.testing.assert_equal([{k: v for k, v in r.items() if k != "wall_s"} for r in again], strip)
+    np.testing.assert_equal(without_timing(again.rows), without_timing(rows))
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("t_")} for r in rows]
+
+
+def test_pretraining_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):
+    cfg = small_pretrain_config(budget=40, checkpoint_every=2, keep_checkpoints=10)
+    reference = MultiWorkloadPretrainer(two_envs(), cfg, tmp_path / "reference")
+    reference.run()
+    assert reference.learner.num_updates > 0
+
+    # A run that crashes after its third generation (checkpoints at even generations) ...
+    class Crash(Exception):
+        pass
+
+    def crash_after_three(row: dict) -> None:
+        if row["generation"] == 3:
+            raise Crash
+
+    stopped = MultiWorkloadPretrainer(two_envs(), cfg, tmp_path / "stopped")
+    with pytest.raises(Crash):
+        stopped.run(on_generation=crash_after_three)
+    assert 0 < stopped.iterations < cfg.budget
+    # ... continued by a fresh pretrainer built from its last checkpoint.
+    resumed = MultiWorkloadPretrainer(two_envs(), cfg, tmp_path / "stopped")
+    assert resumed.resume() and resumed.generation == 2
+    resumed.run()
+    np.testing.assert_equal(without_timing(resumed.rows), without_timing(reference.rows))
+    for name in ("a", "b"):
+        state, ref = resumed.buffers[name].state_dict(), reference.buffers[name].state_dict()
+        assert state.keys() == ref.keys()
+        for key in state:
+            np.testing.assert_equal(state[key], ref[key])
+        assert resumed.bests[name].speedup == reference.bests[name].speedup
+    for a, b in zip(resumed.learner.actor.parameters(), reference.learner.actor.parameters()):
+        assert torch.equal(a, b)
+    snaps = {s.path.name: s.path for s in list_snapshots(tmp_path / "reference")}
+    again = {s.path.name: s.path for s in list_snapshots(tmp_path / "stopped")}
+    assert snaps.keys() == again.keys()
+    for name, path in snaps.items():
+        ours, theirs = load_file(str(again[name])), load_file(str(path))
+        assert ours.keys() == theirs.keys()
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+        assert read_snapshot(again[name]).generation == read_snapshot(path).generation
+    with open(tmp_path / "stopped" / "metrics.csv", encoding="utf-8") as f:
+        written = list(csv.DictReader(f))
+    assert [int(r["iterations"]) for r in written] == [r["iterations"] for r in reference.rows]
 
 
 def test_pretraining_rejects_graphs_one_policy_cannot_read():
@@ -306,3 +363,43 @@ def test_pretrain_writes_nothing_over_existing_snapshots(tmp_path):
     (tmp_path / "policies" / "iter_000001.safetensors").write_bytes(b"x")
     with pytest.raises(FileExistsError, match="already holds snapshots"):
         pretrain(small_pretrain_config(budget=4), tmp_path)
+
+
+_PRETRAIN_CHILD = """
+import sys, torch
+torch.set_num_threads(1)
+from egrl.cli.transfer import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_killed_pretraining_resumes_from_the_cli_like_an_uninterrupted_run(tmp_path):
+    files = {}
+    for name, w in {"a": source_workload(), "b": target_workloads()["residual7"]}.items():
+        files[name] = tmp_path / f"{name}.json"
+        w.save(files[name])
+    argv = ["pretrain", "--train", str(files["a"]), str(files["b"]), "--holdout"]
+    argv += ["--budget", "150", "--seed", "2", "policy.hidden=16", "policy.out=16"]
+    argv += ["policy.depth=2", "policy.heads=2", "learner.batch_size=4", "learner.burn_in=4"]
+    argv += ["checkpoint_every=2", "snapshot_every=3", "samples=2", "progress=false"]
+    argv += ["+hwmodel.params.sram_mib=1.0", "+hwmodel.params.llc_mib=2.0"]
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert transfer_main([*argv, "--out", str(reference)]) == 0
+
+    kill_after_checkpoints(_PRETRAIN_CHILD, [*argv, "--out", str(killed)], killed)
+    assert not (killed / "transfer").exists()
+    with pytest.raises(SystemExit):  # a resumed run keeps its own config
+        transfer_main(["pretrain", "--resume", str(killed), "--budget", "10"])
+
+    assert transfer_main(["pretrain", "--resume", str(killed)]) == 0
+
+    def metrics(run):
+        with open(run / "metrics.csv", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        return [{k: v for k, v in r.items() if k != "wall_s" and k[:2] != "t_"} for r in rows]
+
+    assert metrics(killed) == metrics(reference)
+    assert int(metrics(killed)[-1]["iterations"]) == 150
+    assert read_csv(killed / "transfer" / "transfer.csv") == read_csv(
+        reference / "transfer" / "transfer.csv"
+    )

@@ -24,13 +24,7 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import (
-    STARTS,
-    check_choice,
-    check_positive,
-    parse_options,
-    start_mappings,
-)
+from egrl.agents.options import check_positive, check_start, parse_options, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
 
@@ -45,7 +39,8 @@ class AnnealingOptions:
         moves: (unit, head) entries changed by one proposal.
         t_start: temperature of the first move.
         t_end: temperature of the last move the budget allows.
-        start: first map of every chain: ``dram``, ``random`` or ``native``.
+        start: first map of every chain: ``initial`` (the target's initial map; alias
+            ``dram``, NNP-I's name for it), ``random``, ``native`` or ``fallback``.
     """
 
     chains: int = 2
@@ -53,7 +48,7 @@ class AnnealingOptions:
     moves: int = 2
     t_start: float = 0.02
     t_end: float = 1e-4
-    start: str = "dram"
+    start: str = "initial"
 
 
 def neighbours(
@@ -96,7 +91,7 @@ class SimulatedAnnealing(SearchAgent):
             t_start=o.t_start,
             t_end=o.t_end,
         )
-        check_choice(self.name, "start", o.start, STARTS)
+        self.start = check_start(self.name, "start", o.start)
         if o.moves > env.num_units * env.num_heads:
             raise ValueError(
                 f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"
@@ -154,7 +149,7 @@ class SimulatedAnnealing(SearchAgent):
     def _start(self) -> dict:
         """Evaluate the distinct starting maps; fit the schedule to the rest of the budget."""
         o = self.options
-        starts = start_mappings(self.env, o.start, o.chains, self.rng)
+        starts = start_mappings(self.env, self.start, o.chains, self.rng)
         unique, inverse = np.unique(starts, axis=0, return_inverse=True)
         ev = self.evaluate(unique, "sa-start")
         self.current = starts

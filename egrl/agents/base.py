@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from egrl.checkpoint import load_state, save_state
+from egrl.checkpoint import load_latest, prune_checkpoints, save_state
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.replay import ReplayBuffer
@@ -89,13 +88,6 @@ class Timer:
         return out
 
 
-def seeded_init(seed: int, build: Callable):
-    """Call ``build`` with the global torch RNG seeded by ``seed``, then restore it."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        return build()
-
-
 class SearchAgent:
     """Base class of all agents (see the module docstring).
 
@@ -116,7 +108,7 @@ class SearchAgent:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
-        self.buffer = ReplayBuffer(max(cfg.learner.buffer_size, 1), env.num_units, env.num_heads)
+        self.buffer = replay_buffer(env, cfg.learner.buffer_size)
         self.best = Best()
         self.iterations = 0
         self.generation = 0
@@ -142,14 +134,18 @@ class SearchAgent:
     def done(self) -> bool:
         return self.remaining <= 0
 
-    def evaluate(self, maps, source: str) -> Evaluation:
+    def evaluate(self, maps, source: str, probs=None) -> Evaluation:
         """Evaluate, record and count a batch of maps ``[B, N, H]``.
 
-        Maps beyond the remaining budget are not evaluated: the returned evaluation covers
-        the first ``min(B, remaining)`` maps only.
+        ``probs`` (``None`` or float ``[B, N, H, C]``, the policy's probabilities the maps
+        were drawn from) goes to :meth:`egrl.env.Env.evaluate`, which hands it to targets
+        that want it. Maps beyond the remaining budget are not evaluated: the returned
+        evaluation covers the first ``min(B, remaining)`` maps only.
         """
-        maps = np.asarray(maps, dtype=np.int64)[: max(self.remaining, 0)]
-        ev = self.timer.measure("evaluation", self.env.evaluate, maps)
+        keep = max(self.remaining, 0)
+        maps = np.asarray(maps, dtype=np.int64)[:keep]
+        probs = None if probs is None else probs[:keep]
+        ev = self.timer.measure("evaluation", self.env.evaluate, maps, probs)
         self.buffer.add(maps, ev.reward, source)
         self.best.update(maps, ev, self.iterations)
         self.iterations += len(maps)
@@ -291,26 +287,31 @@ class SearchAgent:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""
         ckpt_dir = self.run_dir / "checkpoints"
         path = save_state(self.state_dict(), ckpt_dir / f"gen_{self.generation:06d}")
-        kept = sorted(p for p in ckpt_dir.glob("gen_??????") if p.is_dir())
-        for old in kept[: -max(1, self.cfg.keep_checkpoints)]:
-            shutil.rmtree(old, ignore_errors=True)
+        prune_checkpoints(ckpt_dir, self.cfg.keep_checkpoints, path)
         return path
 
     def resume(self) -> bool:
-        """Continue from the last complete checkpoint in ``run_dir``; False if none."""
-        ckpt_dir = self.run_dir / "checkpoints"
-        done = sorted(p for p in ckpt_dir.glob("gen_??????") if (p / "state.json").exists())
-        if not done:
+        """Continue from the newest intact checkpoint in ``run_dir``; False if there is none.
+
+        Damaged checkpoints are skipped with a warning (:func:`egrl.checkpoint.load_latest`).
+
+        Raises:
+            egrl.checkpoint.CheckpointError: checkpoints exist but all are damaged.
+        """
+        found = load_latest(self.run_dir / "checkpoints")
+        if found is None:
             return False
-        self.load_state_dict(load_state(done[-1]))
+        ckpt, state = found
+        self.load_state_dict(state)
         path = self.run_dir / "metrics.csv"
         if path.exists():
             path.unlink()
         for row in self.rows:
             self._append_metrics(row)
         log.info(
-            "resumed %s at generation %d (%d iterations)",
+            "resumed %s from %s at generation %d (%d iterations)",
             self.run_dir,
+            ckpt.name,
             self.generation,
             self.iterations,
         )
@@ -325,6 +326,11 @@ def append_metrics_row(path: Path, columns: tuple[str, ...], row: dict) -> None:
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def replay_buffer(env: Env, capacity: int) -> ReplayBuffer:
+    """An empty replay buffer of ``capacity`` (at least 1) transitions for ``env``'s maps."""
+    return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
 
 
 def to_numpy_maps(maps) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Greedy-DP: the EGRL paper's coordinate-wise greedy baseline (section 4, "Baselines").
 
-Starting from the all-DRAM map (choice 0 everywhere, EGRL Table 2's initial mapping
-action), the agent visits the decision units in execution order. For the current unit it
+Starting from the target's initial map (EGRL Table 2's initial mapping action: all-DRAM
+on NNP-I; see ``agent.start``), the agent visits the decision units in execution order. For the current unit it
 tries every combination of that unit's heads (``3 x 3 = 9`` on NNP-I) with the rest of
 the map fixed, evaluates the combinations as one batch, and keeps the one with the
 highest reward (ties keep the current choice). One generation is one unit; a pass is one
@@ -25,7 +25,7 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import STARTS, check_choice, parse_options, start_mappings
+from egrl.agents.options import check_start, parse_options, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
 
@@ -35,13 +35,14 @@ class GreedyOptions:
     """Parameters of ``agent=greedy-dp``.
 
     Attributes:
-        start: the first map: ``dram`` (the paper), ``random`` or ``native`` (the
-            compiler's map).
+        start: the first map: ``initial`` (the target's initial map, the paper's start;
+            ``dram`` is NNP-I's name for it), ``random``, ``native`` (the compiler's
+            map) or ``fallback`` (the target's always-valid map).
         restart: after a pass that changes nothing, restart from a uniform random map
             (true) or keep passing over the same fixed point (false, the paper's wording).
     """
 
-    start: str = "dram"
+    start: str = "initial"
     restart: bool = True
 
 
@@ -60,9 +61,9 @@ class GreedyDP(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(GreedyOptions, cfg)
-        check_choice(self.name, "start", self.options.start, STARTS)
+        start = check_start(self.name, "start", self.options.start)
         self.combos = head_combinations(env.num_choices)
-        self.current = start_mappings(env, self.options.start, 1, self.rng)[0]
+        self.current = start_mappings(env, start, 1, self.rng)[0]
         self.current_reward = -np.inf
         self.unit = 0
         self.passes = 0

@@ -28,13 +28,14 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_choice, check_positive, parse_options
+from egrl.agents.options import check_positive, check_start, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
 
 log = logging.getLogger(__name__)
 
-INITS = ("center", "dram")
+#: NGOpt's first candidate (``dram`` is accepted as NNP-I's name for ``initial``)
+INITS = ("center", "initial")
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class NevergradOptions:
     Attributes:
         batch: candidates per generation, NGOpt's ``num_workers``.
         init: the parametrization's initial value, NGOpt's first candidate: ``center``
-            (the middle choice of each head: LLC on NNP-I) or ``dram`` (choice 0).
+            (the middle choice of each head: LLC on NNP-I) or ``initial`` (the target's
+            initial map; alias ``dram``, NNP-I's name for it).
     """
 
     batch: int = 20
@@ -73,7 +75,7 @@ class NevergradAgent(SearchAgent):
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(NevergradOptions, cfg)
         check_positive(self.name, batch=o.batch)
-        check_choice(self.name, "init", o.init, INITS)
+        self.init = check_start(self.name, "init", o.init, INITS)
         self.ng = import_nevergrad()
         self.seed = int(self.rng.integers(0, 2**32 - 1))
         self.asked: list[int] = []  # candidates asked per generation
@@ -87,7 +89,10 @@ class NevergradAgent(SearchAgent):
         ng, env = self.ng, self.env
         shape = (env.num_units, env.num_heads)
         upper = np.broadcast_to(env.num_choices - 0.5, shape).astype(np.float64)
-        init = np.zeros(shape) if self.options.init == "dram" else (upper - 0.5) / 2
+        if self.init == "initial":
+            init = env.initial_mapping.astype(np.float64)
+        else:
+            init = (upper - 0.5) / 2
         param = ng.p.Array(init=init, lower=np.full(shape, -0.5), upper=upper)
         param.set_integer_casting()
         param.random_state = np.random.RandomState(self.seed)

@@ -18,9 +18,13 @@ from egrl.env import Env
 
 T = TypeVar("T")
 
-#: where a local search starts: choice 0 everywhere (EGRL Table 2's initial mapping
-#: action, DRAM on NNP-I), a uniform random map, or the native compiler's map
-STARTS = ("dram", "random", "native")
+#: where a local search starts: the target's initial map (EGRL Table 2's initial mapping
+#: action: all-DRAM on NNP-I), a uniform random map, the native compiler's map, or the
+#: target's fallback map (one it always accepts)
+STARTS = ("initial", "random", "native", "fallback")
+#: other accepted names of a start: ``dram`` is NNP-I's name for the initial map (the
+#: name configs and results used before targets declared their initial maps)
+START_ALIASES = {"dram": "initial"}
 
 
 def parse_options(cls: type[T], cfg: TrainConfig) -> T:
@@ -52,12 +56,34 @@ def check_choice(agent: str, key: str, value: str, allowed: tuple[str, ...]) -> 
         raise ValueError(f"agent {agent!r}: option {key} must be one of {allowed}, got {value!r}")
 
 
+def check_start(agent: str, key: str, value: str, allowed: tuple[str, ...] = STARTS) -> str:
+    """The start ``value`` with its alias resolved (:data:`START_ALIASES`).
+
+    Raises:
+        ValueError: ``value`` is neither in ``allowed`` nor an alias of one (names the
+            agent and the option).
+    """
+    resolved = START_ALIASES.get(value, value)
+    if resolved not in allowed:
+        aliases = {a: t for a, t in START_ALIASES.items() if t in allowed}
+        raise ValueError(
+            f"agent {agent!r}: option {key} must be one of {allowed} "
+            f"(aliases: {aliases}), got {value!r}"
+        )
+    return resolved
+
+
 def start_mappings(env: Env, start: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` starting maps, int64 ``[n, N, H]``, for ``start`` in :data:`STARTS`."""
-    if start == "dram":
-        return np.zeros((n, env.num_units, env.num_heads), dtype=np.int64)
+    """``n`` starting maps, int64 ``[n, N, H]``, for ``start`` in :data:`STARTS` (or an
+    alias of one)."""
+    start = START_ALIASES.get(start, start)
     if start == "random":
         return env.random_mappings(n, rng).astype(np.int64)
-    if start == "native":
-        return np.repeat(env.baseline_mapping[None], n, axis=0).astype(np.int64)
-    raise ValueError(f"unknown start {start!r}; expected one of {STARTS}")
+    fixed = {
+        "initial": env.initial_mapping,
+        "native": env.baseline_mapping,
+        "fallback": env.fallback_mapping,
+    }
+    if start not in fixed:
+        raise ValueError(f"unknown start {start!r}; expected one of {STARTS}")
+    return np.repeat(fixed[start][None], n, axis=0).astype(np.int64)

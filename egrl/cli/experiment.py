@@ -45,12 +45,24 @@ def _aggregate_options(parser: argparse.ArgumentParser) -> None:
         "--optimum-workers", type=int, default=2, help="solver threads of those solves"
     )
     parser.add_argument("--no-optimum", action="store_true", help="do not solve missing optima")
-    parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument(
+        "--no-figures", action="store_true", help="write the tables only, no Figure-3 PNGs"
+    )
 
 
 def _page_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    parser.add_argument(
+        "--page",
+        type=Path,
+        default=Path("docs/results.md"),
+        help="results page to write (default %(default)s)",
+    )
+    parser.add_argument(
+        "--figures",
+        type=Path,
+        default=Path("docs/figures"),
+        help="directory of the page's figures (default %(default)s)",
+    )
     parser.add_argument(
         "--transfer",
         nargs="+",
@@ -63,15 +75,21 @@ def _page_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="egrl-experiment", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command_name", required=True)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO level)")
+    sub = parser.add_subparsers(
+        dest="command_name", required=True, help="what to do ('COMMAND -h' for its options)"
+    )
 
     agg = sub.add_parser("aggregate", help="aggregate multirun/run directories")
-    agg.add_argument("roots", nargs="+", type=Path)
+    agg.add_argument(
+        "roots", nargs="+", type=Path, help="multirun or run directories (searched below)"
+    )
     _aggregate_options(agg)
 
     res = sub.add_parser("results", help="aggregate and write the results page")
-    res.add_argument("roots", nargs="+", type=Path)
+    res.add_argument(
+        "roots", nargs="+", type=Path, help="multirun or run directories (searched below)"
+    )
     _aggregate_options(res)
     _page_options(res)
 

@@ -1,8 +1,11 @@
-"""``egrl-info``: the built-in workloads, and the native compiler's map against the optimum.
+"""``egrl-info``: the built-in workloads, and the native compiler's map of one workload.
 
-egrl-info                          # zoo table + compiler vs optimum on resnet50 (NNP-I)
-egrl-info --workload bert-base --time-limit 120
-egrl-info --no-optimum
+egrl-info                                    # zoo table + the compiler's map of resnet50 (NNP-I)
+egrl-info --workload path/to/model.onnx      # your own model (.onnx, .json, .json.gz)
+egrl-info --workload bert-base --optimum     # also solve the exact optimum (--time-limit, s)
+
+It answers in seconds; the exact optimum (``--optimum``) can take minutes on large
+workloads and is bounded by ``--time-limit``.
 """
 
 from __future__ import annotations
@@ -44,39 +47,75 @@ def placement_summary(env, mapping: np.ndarray) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``egrl-info``."""
     parser = argparse.ArgumentParser(prog="egrl-info", description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", default="resnet50")
-    parser.add_argument("--hwmodel", default="nnpi")
-    parser.add_argument("--time-limit", type=float, default=600.0, help="optimum solver limit (s)")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--no-optimum", action="store_true")
+    parser.add_argument(
+        "--workload",
+        default="resnet50",
+        help="zoo name or path of an .onnx, .json or .json.gz file (default %(default)s)",
+    )
+    parser.add_argument(
+        "--hwmodel", default="nnpi", help="hardware model name (default %(default)s)"
+    )
+    parser.add_argument(
+        "--optimum",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also solve the exact optimum of the cost model (can take minutes; default off)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        help="optimum solver time limit in seconds (default %(default)s)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="optimum solver threads (default %(default)s)"
+    )
+    return parser
+
+
+def print_optimum(env, time_limit_s: float, workers: int) -> None:
+    """Solve the optimum (bounded by ``time_limit_s``) and print it against the compiler."""
+    opt = env.optimum(time_limit_s=time_limit_s, workers=workers)
+    state = (
+        "proven optimal" if opt.proven else f"gap {opt.gap:.2%}, bound {opt.bound_s * 1e3:.4f} ms"
+    )
+    print(
+        f"optimum ({state}, {opt.wall_s:.1f} s): {opt.latency_s * 1e3:9.4f} ms, "
+        f"speedup over the compiler {env.baseline_latency_s / opt.latency_s:.3f}x"
+    )
+    print(placement_summary(env, opt.mapping))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.time_limit <= 0 or args.workers < 1:
+        parser.error("--time-limit must be > 0 and --workers >= 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        env = make_env(hwmodel=args.hwmodel, workload=args.workload)
+    except (workloads.WorkloadError, ValueError, TypeError, KeyError) as exc:
+        why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"egrl-info: {why}", file=sys.stderr)
+        return 2
 
     print("## Built-in workloads\n")
     print(zoo_table())
-    env = make_env(hwmodel=args.hwmodel, workload=args.workload)
-    zeros = np.zeros((env.num_units, env.num_heads), dtype=np.int64)
-    slowest = env.evaluate(zeros)
+    initial = env.evaluate(env.initial_mapping)
     print(
-        f"\n## {args.workload} on {args.hwmodel}: {env.num_units} units, heads {env.head_names}\n"
+        f"\n## {env.workload.name} on {args.hwmodel}: {env.num_units} units, "
+        f"heads {env.head_names}\n"
     )
-    print(f"all-slowest map (choice 0):  {slowest.latency_s[0] * 1e3:9.4f} ms")
+    print(f"initial map (EGRL's start):  {initial.latency_s[0] * 1e3:9.4f} ms")
     print(f"native compiler map:         {env.baseline_latency_s * 1e3:9.4f} ms")
     print(placement_summary(env, env.baseline_mapping))
-    if not args.no_optimum:
-        opt = env.optimum(time_limit_s=args.time_limit, workers=args.workers)
-        state = (
-            "proven optimal"
-            if opt.proven
-            else f"gap {opt.gap:.2%}, bound {opt.bound_s * 1e3:.4f} ms"
-        )
-        print(
-            f"optimum ({state}, {opt.wall_s:.1f} s): {opt.latency_s * 1e3:9.4f} ms, "
-            f"speedup over the compiler {env.baseline_latency_s / opt.latency_s:.3f}x"
-        )
-        print(placement_summary(env, opt.mapping))
+    if args.optimum:
+        print_optimum(env, args.time_limit, args.workers)
+    else:
+        print("optimum: not solved (add --optimum; it can take minutes on large workloads)")
     return 0
 
 

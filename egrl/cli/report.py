@@ -21,7 +21,8 @@ from egrl.report import ReportOptions, load_run, write_comparison, write_run_rep
 from egrl.report.write import COMPARISON_FILE, REPORT_DIR
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``egrl-report``."""
     defaults = ReportOptions()
     p = argparse.ArgumentParser(prog="egrl-report", description=__doc__.splitlines()[0])
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories")
@@ -51,7 +52,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=defaults.seed, help="subsample and UMAP seed")
     p.add_argument("--no-umap", action="store_true", help="skip the UMAP figure")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def output_dirs(run_dirs: list[Path], out: Path | None) -> list[Path]:

@@ -2,8 +2,9 @@
 
     egrl-train                                   # EGRL on resnet50, NNP-I model, seed 0
     egrl-train workload=bert-base seed=3 budget=2000
+    egrl-train workload=path/to/model.onnx       # your own model (.onnx, .json, .json.gz)
     egrl-train -m seed=0,1,2,3,4                 # a sweep
-    egrl-train resume=runs/resnet50/egrl/seed0-20261121-101500
+    egrl-train resume=runs/resnet50/egrl/seed0-20261121-101500 [budget=6000]
     egrl-train -m seed=0,1,2,3,4 hydra.sweep.dir=SWEEP continue_runs=true   # finish a sweep
 
 The run directory (Hydra's output directory, or ``resume``'s) receives the resolved
@@ -13,34 +14,71 @@ and ``speedup.png``.
 ``continue_runs=true`` makes a re-launched sweep pick up where a killed one stopped: a
 run whose directory already holds a run of the same config resumes from its last
 checkpoint (a finished run adds nothing), the others start.
+
+Before anything is made, ``egrl.cli.checks`` refuses a value out of range, a workload
+that cannot be loaded or a resume that cannot continue, with one line and exit status 2.
+A resumed run keeps its saved config except the keys of ``egrl.cli.resume.RESUMABLE_KEYS``
+typed next to ``resume``, which are applied and saved. The fatal error of a failed run
+is logged, with its traceback, to ``train.log`` in the run directory.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+import workloads
 from egrl.agents import SearchAgent, make_agent
+from egrl.checkpoint import CheckpointError
+from egrl.cli.checks import PROG, USAGE_ERROR
+from egrl.cli.overrides import rewrite_workload_paths, typed_keys
+from egrl.cli.resume import (
+    RESOLVED_CONFIG,
+    ResumeError,
+    apply_changes,
+    resume_changes,
+    saved_config,
+)
 from egrl.config import from_mapping
 from egrl.env import make_env
 from egrl.experiments.runs import flatten
+from egrl.validation import ConfigError
 
 log = logging.getLogger("egrl.train")
 
-RESOLVED_CONFIG = "config.yaml"
 # Keys that say how to run, not what: a continued run may differ from its saved config here.
 RUNTIME_KEYS = ("continue_runs", "progress", "resume")
+# Errors that report a mistake in what the user typed, not a bug.
+USER_ERRORS = (ConfigError, ResumeError, CheckpointError, workloads.WorkloadError)
 
 # ``hydra.run.dir`` is the resumed run's directory when ``resume`` is set.
 if not OmegaConf.has_resolver("first_set"):
     OmegaConf.register_new_resolver(
         "first_set", lambda *values: next((v for v in values if v), None)
     )
+
+
+def workload_label(name: str) -> str:
+    """A workload's name for a directory: the file name without its ending for a path."""
+    if not workloads.zoo.is_path(name):
+        return str(name)
+    base = Path(str(name)).name
+    for suffix in workloads.zoo.FILE_SUFFIXES:
+        if base.lower().endswith(suffix) and len(base) > len(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+if not OmegaConf.has_resolver("workload_label"):
+    OmegaConf.register_new_resolver("workload_label", workload_label)
 
 
 def config_differences(saved: DictConfig, cfg: DictConfig) -> list[str]:
@@ -61,14 +99,14 @@ def config_differences(saved: DictConfig, cfg: DictConfig) -> list[str]:
 def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     """True if ``continue_runs`` is on and ``run_dir`` already holds a run of this config.
 
-    Raises ``ValueError`` naming the differing keys if the run there has another config.
+    Raises :class:`ResumeError` naming the differing keys if the run there has another config.
     """
     saved = run_dir / RESOLVED_CONFIG
     if not cfg.get("continue_runs") or not saved.exists():
         return False
     diff = config_differences(OmegaConf.load(saved), cfg)
     if diff:
-        raise ValueError(
+        raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "
             f"(differing keys: {', '.join(diff)}); use another output directory"
         )
@@ -76,23 +114,35 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     return True
 
 
-def run(cfg: DictConfig, run_dir: Path) -> SearchAgent:
-    """Build the environment and the agent from ``cfg`` and run it in ``run_dir``."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+def resumed_config(cfg: DictConfig, run_dir: Path, typed: Sequence[str]) -> DictConfig:
+    """The saved config of the run in ``run_dir`` with the typed resumable keys applied.
+
+    :func:`run` writes it back to ``config.yaml``; see
+    :func:`egrl.cli.resume.resume_changes` for what is refused.
+    """
+    saved = saved_config(run_dir)
+    changes = resume_changes(saved, cfg, typed)
+    if not changes:
+        log.info("resuming with the run's own config %s", run_dir / RESOLVED_CONFIG)
+        return saved
+    for key, (old, new) in changes.items():
+        log.info("resume: %s %s -> %s", key, old, new)
+    return apply_changes(saved, changes)
+
+
+def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgent:
+    """Build the environment and the agent from ``cfg`` and run it in ``run_dir``.
+
+    ``typed`` lists the keys given on the command line; on resume, those of
+    :data:`egrl.cli.resume.RESUMABLE_KEYS` that differ from the saved config are applied.
+    """
     resume = bool(cfg.get("resume")) or continues_existing_run(cfg, run_dir)
     if resume:
-        saved = run_dir / RESOLVED_CONFIG
-        if not saved.exists():
-            raise FileNotFoundError(f"cannot resume {run_dir}: {RESOLVED_CONFIG} is missing")
-        cfg = OmegaConf.load(saved)
-        log.info("resuming with the run's own config %s", saved)
-    else:
-        (run_dir / RESOLVED_CONFIG).write_text(
-            OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8"
-        )
+        cfg = resumed_config(cfg, run_dir, typed)
     train_cfg = from_mapping(
         {k: v for k, v in cfg.items() if k not in ("hwmodel", "workload", "resume")}
     )
+    run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, int(cfg.threads)))
     params = OmegaConf.to_container(cfg.hwmodel, resolve=True).get("params") or {}
     env = make_env(
@@ -105,21 +155,51 @@ def run(cfg: DictConfig, run_dir: Path) -> SearchAgent:
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
         (run_dir / "metrics.csv").unlink(missing_ok=True)  # rows of the killed attempt
+    if trainer.iterations > train_cfg.budget:
+        raise ResumeError(
+            f"budget={train_cfg.budget} is invalid: the run has already made "
+            f"{trainer.iterations} iterations (expected an integer >= {trainer.iterations})"
+        )
+    (run_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     trainer.run()
     return trainer
 
 
+def run_job(cfg: DictConfig) -> SearchAgent:
+    """:func:`run` inside Hydra: errors go to ``train.log``; a user's mistake ends a
+    single run with one line on stderr and exit status 2."""
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(cfg.resume) if cfg.get("resume") else Path(hydra_cfg.runtime.output_dir)
+    try:
+        return run(cfg, run_dir, typed_keys(hydra_cfg.overrides.task))
+    except USER_ERRORS as exc:
+        log.error("%s", exc)
+        if hydra_cfg.mode == RunMode.RUN:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            sys.exit(USAGE_ERROR)
+        raise
+    except Exception:
+        log.exception("%s failed in %s", PROG, run_dir)
+        raise
+
+
 @hydra.main(version_base="1.3", config_path="../../configs", config_name="train")
-def main(cfg: DictConfig) -> float:
-    run_dir = Path(cfg.resume) if cfg.get("resume") else Path(HydraConfig.get().runtime.output_dir)
-    trainer = run(cfg, run_dir)
+def train(cfg: DictConfig) -> float:
+    """The Hydra task: one run, then its one-line summary."""
+    trainer = run_job(cfg)
     best = trainer.best
     print(
         f"best speedup over the compiler: {best.speedup:.4f} "
         f"(latency {best.latency_s * 1e3:.4f} ms, found at iteration {best.iteration}); "
-        f"results in {run_dir}"
+        f"results in {trainer.run_dir}"
     )
     return best.speedup
+
+
+def main() -> None:
+    """Console entry point: ``workload=PATH`` becomes ``workload.name=PATH``, then Hydra."""
+    sys.argv[1:] = rewrite_workload_paths(sys.argv[1:])
+    train()
 
 
 if __name__ == "__main__":

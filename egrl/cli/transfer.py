@@ -3,13 +3,15 @@
     egrl-transfer RUN_DIR --targets resnet101 bert-base [--samples 16] [--which both]
     egrl-transfer pretrain --train resnet50 resnet101 --holdout bert-base \\
         --budget 2000 --seed 0 --out runs/pretrain [policy.hidden=32 learner.rollouts=4 ...]
+    egrl-transfer pretrain --resume runs/pretrain
 
 The first form evaluates every snapshot in ``RUN_DIR/policies`` (written by egrl-train
 for the egrl and pg agents) on the targets and on the run's own workload, without
 training, and writes ``RUN_DIR/transfer/`` (transfer.csv, transfer.png, transfer.md).
 The second trains one SAC learner on several workloads (``configs/transfer/pretrain.yaml``;
 trailing ``key=value`` arguments are Hydra overrides of it) and writes the same outputs to
-``OUT/transfer/``. docs/transfer.md describes both.
+``OUT/transfer/``; ``--resume OUT`` continues a killed pretraining run from its last
+checkpoint with the config it saved. docs/transfer.md describes both.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def pretrain_main(argv: list[str]) -> int:
     from omegaconf import OmegaConf
 
     import configs
-    from egrl.pretrain import PretrainConfig, pretrain
+    from egrl.pretrain import PretrainConfig, pretrain, read_config
 
     parser = argparse.ArgumentParser(
         prog=f"egrl-transfer {PRETRAIN}",
@@ -77,8 +79,15 @@ def pretrain_main(argv: list[str]) -> int:
     parser.add_argument("--train", nargs="+", help="training workloads")
     parser.add_argument("--holdout", nargs="*", help="held-out workloads")
     parser.add_argument("--budget", type=int, help="evaluations over all training workloads")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--seed", type=int, help="seed of the run (default: the config's)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, help="output directory")
+    where.add_argument(
+        "--resume",
+        type=Path,
+        metavar="OUT",
+        help="continue the pretraining run in OUT from its last checkpoint, with its own config",
+    )
     parser.add_argument(
         "--config", default="pretrain", help="config under configs/transfer/ (default pretrain)"
     )
@@ -86,6 +95,17 @@ def pretrain_main(argv: list[str]) -> int:
     # key=value arguments are overrides wherever they stand (not workloads of --holdout).
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     args = parser.parse_args([a for a in argv if a not in overrides])
+    if args.resume is not None:
+        keys = ("train", "holdout", "budget", "seed")
+        given = [f"--{k}" for k in keys if getattr(args, k) is not None]
+        if given or overrides:
+            parser.error(
+                f"--resume continues a run with its own config.yaml; drop {given + overrides}"
+            )
+        pcfg = read_config(args.resume)
+        torch.set_num_threads(max(1, pcfg.threads))
+        _print_outputs(pretrain(pcfg, args.resume, resume=True))
+        return 0
     for key in ("train", "holdout"):
         values = getattr(args, key)
         if values is not None:

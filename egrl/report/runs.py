@@ -43,7 +43,7 @@ class Run:
         maps: int64 ``[M, N, H]``: every evaluated map still in the buffer, oldest first.
         iteration: int64 ``[M]``: the iteration (1-based hardware evaluation) of each map.
         source: int64 ``[M]``: index into ``source_names`` of the policy behind each map.
-        source_names: names of the policies (``"population"``, ``"learner-noisy"``, ...).
+        source_names: names of the policies (``"gnn"``, ``"boltzmann"``, ``"learner"``).
         stored_reward: float32 ``[M]``: the reward the run recorded.
         reward: float64 ``[M]``: the reward re-evaluated now.
         speedup: float64 ``[M]``: re-evaluated speedup over the compiler (0 if invalid).

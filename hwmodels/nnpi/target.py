@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
+from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
 from hwmodels.nnpi.compiler import (
     NATIVE_COMPILERS,
     levels_to_maps,
@@ -65,18 +65,8 @@ class NNPITarget(Target):
 
     @cached_property
     def graph(self):
-        """PyG ``Data``: ``x`` float32 ``log1p(features)`` ``[N, 19]``, ``edge_index``."""
-        import torch
-        from torch_geometric.data import Data
-
-        w = self.workload
-        return Data(
-            x=torch.as_tensor(np.log1p(w.features), dtype=torch.float32),
-            edge_index=torch.as_tensor(w.edge_index, dtype=torch.long),
-            num_nodes=w.num_nodes,
-            node_names=list(w.node_names),
-            name=w.name,
-        )
+        """PyG ``Data``: ``x`` float64 raw features ``[N, 19]``, ``edge_index``, names."""
+        return workload_graph(self.workload)
 
     # ---------------------------------------------------------------- model
     def _levels(self, maps: np.ndarray) -> np.ndarray:
@@ -115,8 +105,12 @@ class NNPITarget(Target):
         moved = ((fixed != levels) * self.tensors.nbytes).sum(axis=1)
         return levels_to_maps(fixed, self.num_units), moved
 
-    def measure(self, maps: np.ndarray) -> Measurement:
-        """Rectify ``maps`` ``[B, N, 2]``, then model the latency of the rectified maps."""
+    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
+        """Rectify ``maps`` ``[B, N, 2]``, then model the latency of the rectified maps.
+
+        ``probs`` is not used (the compiler is deterministic; ``wants_probabilities`` is
+        false).
+        """
         rectified, moved = self.rectify(maps)
         total = max(self.tensors.total_bytes, 1)
         return Measurement(
@@ -138,6 +132,11 @@ class NNPITarget(Target):
     def native_mapping(self) -> np.ndarray:
         """int64 ``[N, 2]``: the native compiler's map (``native``: density or sequential)."""
         return self._native.copy()
+
+    def initial_mapping(self) -> np.ndarray:
+        """int64 ``[N, 2]``: all-DRAM, EGRL Table 2's initial mapping action (always valid:
+        binding checks that the workload fits in DRAM)."""
+        return np.full((self.num_units, 2), DRAM, dtype=np.int64)
 
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
         """Exact CP-SAT solve of this cost model; see :func:`hwmodels.nnpi.optimum.solve`."""

@@ -1,0 +1,126 @@
+"""``egrl-train``'s checks of what the user typed, before any work or directory is made.
+
+:class:`CheckBeforeRun` is a Hydra callback (``hydra.callbacks`` in
+``configs/train.yaml``). Hydra calls ``on_run_start`` after composing the config and
+before ``run_job`` creates the run directory, and ``on_multirun_start`` before the
+sweeper makes the sweep directory (``hydra/_internal/hydra.py``). A problem is printed
+as one line ``egrl-train: KEY=VALUE is invalid: expected ...`` and the process exits
+with status 2 (``SystemExit`` is not an ``Exception``, so Hydra's callback runner, which
+turns exceptions into warnings, lets it through).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+import workloads
+from egrl.cli.overrides import swept_values, typed_keys
+from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
+from egrl.validation import config_problems, problem, show
+
+PROG = "egrl-train"
+USAGE_ERROR = 2
+
+
+def task_config(config: DictConfig) -> dict:
+    """The job's part of a Hydra config (everything but ``hydra``), resolved."""
+    keys = [k for k in config if k != "hydra"]
+    return OmegaConf.to_container(OmegaConf.masked_copy(config, keys), resolve=True)
+
+
+def missing_problems(config: DictConfig) -> list[str]:
+    """One line per mandatory value (``???``) left unset, e.g. an external model's command."""
+    keys = [k for k in config if k != "hydra"]
+    missing = sorted(OmegaConf.missing_keys(OmegaConf.masked_copy(config, keys)))
+    return [f"{key} is required: add {key}=VALUE" for key in missing]
+
+
+def hwmodel_problem(hwmodel: dict) -> str | None:
+    """Why the hardware model cannot be built from its name and parameters, or None."""
+    import hwmodels
+
+    name = hwmodel.get("name")
+    try:
+        hwmodels.make(name, **(hwmodel.get("params") or {}))
+    except (ValueError, TypeError, KeyError, ImportError) as exc:
+        why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        return f"hwmodel={show(name)} is invalid: {why}"
+    return None
+
+
+def workload_problem(name: Any) -> str | None:
+    """Why the workload cannot be loaded (missing file, unknown format or name...), or None."""
+    try:
+        workloads.load(name)
+    except workloads.WorkloadError as exc:
+        return f"workload={show(name)} is invalid: {exc}"
+    return None
+
+
+def run_problems(config: DictConfig) -> list[str]:
+    """Every problem of a single run's config (values, workload, resume), one line each.
+
+    With ``resume=DIR`` the workload checked is the saved run's, and what the typed keys
+    change is checked once the values themselves are valid.
+    """
+    task = task_config(config)
+    problems = missing_problems(config) + config_problems(task)
+    if not problems:
+        line = hwmodel_problem(task.get("hwmodel") or {})
+        problems += [line] if line is not None else []
+    workload = OmegaConf.select(config, "workload.name")
+    if task.get("resume"):
+        run_dir = Path(str(task["resume"]))
+        typed = typed_keys(config.hydra.overrides.task)
+        try:
+            saved = saved_config(run_dir)
+            if not problems:
+                resume_changes(saved, config, typed, checkpoint_iterations(run_dir))
+            workload = OmegaConf.select(saved, "workload.name")
+        except ResumeError as exc:
+            problems.append(str(exc))
+            workload = None
+    if workload is not None:
+        line = workload_problem(workload)
+        if line is not None:
+            problems.append(line)
+    return problems
+
+
+def sweep_problems(config: DictConfig) -> list[str]:
+    """Every problem of a sweep: its fixed values and each value a swept key takes."""
+    problems = config_problems(task_config(config))
+    sweeps = [*config.hydra.overrides.task]
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    sweeps += [f"{k}={v}" for k, v in params.items()]
+    for key, value in swept_values(sweeps):
+        if key == "workload.name":
+            line = workload_problem(value)
+        else:
+            line = problem(key, value)
+        if line is not None and line not in problems:
+            problems.append(line)
+    return problems
+
+
+def exit_on(problems: list[str]) -> None:
+    """Print each problem as ``egrl-train: ...`` on stderr and exit with status 2, if any."""
+    if problems:
+        for line in problems:
+            print(f"{PROG}: {line}", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
+
+
+class CheckBeforeRun(Callback):
+    """Hydra callback: refuse a bad config before Hydra makes any directory."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        exit_on(run_problems(config))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        exit_on(sweep_problems(config))

@@ -1,0 +1,66 @@
+"""Reading ``egrl-train``'s command-line overrides before and after Hydra composes them.
+
+* :func:`rewrite_workload_paths` lets ``workload=path/to/model.onnx`` name a file: Hydra
+  reads ``workload=VALUE`` as an option of the ``configs/workload/`` group, so a value
+  that is not one becomes ``workload.name=VALUE`` before Hydra sees it.
+* :func:`typed_keys` and :func:`swept_values` parse overrides with Hydra's own parser:
+  the keys the user typed, and every value a sweep (``-m budget=100,200``) will take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import configs
+
+WORKLOAD_GROUP = "workload"
+
+
+def group_options(group: str) -> set[str]:
+    """Names of the options of a config group (``configs/<group>/*.yaml``)."""
+    return {p.stem for p in (Path(configs.__file__).resolve().parent / group).glob("*.yaml")}
+
+
+def rewrite_workload_paths(args: Sequence[str], options: set[str] | None = None) -> list[str]:
+    """``args`` with each ``workload=VALUE`` that is not a group option as ``workload.name=VALUE``.
+
+    ``VALUE`` may be a comma-separated sweep (``workload=resnet50,model.onnx``): it is
+    rewritten if any of its values is not an option of ``configs/workload/`` (a zoo name
+    given as ``workload.name`` selects the same workload as its group option).
+    """
+    options = group_options(WORKLOAD_GROUP) if options is None else options
+    prefix = f"{WORKLOAD_GROUP}="
+    out = []
+    for arg in args:
+        if arg.startswith(prefix):
+            values = arg[len(prefix) :].split(",")
+            if any(v not in options and v != "null" for v in values):
+                arg = f"{WORKLOAD_GROUP}.name={arg[len(prefix) :]}"
+        out.append(arg)
+    return out
+
+
+def _parse(overrides: Iterable[str]) -> list:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(list(overrides))
+
+
+def typed_keys(overrides: Iterable[str]) -> list[str]:
+    """The keys (or groups) of the overrides as typed, ``+``/``++``/``~`` stripped, in order."""
+    keys = []
+    for o in _parse(overrides):
+        if o.key_or_group not in keys:
+            keys.append(o.key_or_group)
+    return keys
+
+
+def swept_values(overrides: Iterable[str]) -> list[tuple[str, Any]]:
+    """``(key, value)`` for every value of every sweep override (``seed=0,1`` -> two)."""
+    pairs = []
+    for o in _parse(overrides):
+        if o.is_sweep_override():
+            pairs.extend((o.key_or_group, v) for v in o.sweep_iterator())
+    return pairs

@@ -1,0 +1,125 @@
+"""What ``egrl-train resume=RUN_DIR KEY=VALUE ...`` may change in the run it continues.
+
+A resumed run keeps its own ``config.yaml``. A key typed next to ``resume`` whose value
+differs from that config is applied if it is in :data:`RESUMABLE_KEYS` (how long the
+run goes on and how it reports, not what it searches) and refused otherwise, with every
+refused key named. ``budget`` may grow, or shrink down to the iterations the run has
+already made, except for agents in :data:`FIXED_BUDGET_AGENTS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from egrl.checkpoint import CheckpointError, list_checkpoints, load_plain
+from egrl.validation import show
+
+RESOLVED_CONFIG = "config.yaml"
+#: keys a resumed run may take from the command line
+RESUMABLE_KEYS = (
+    "budget",
+    "progress",
+    "threads",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "snapshot_every",
+)
+#: keys that say how to launch, never compared with the saved config
+LAUNCH_KEYS = ("resume", "continue_runs")
+#: agents whose search is built for the budget it started with: NGOpt picks its
+#: algorithm from the budget, and resuming replays its asks and tells into a new one
+FIXED_BUDGET_AGENTS = ("nevergrad",)
+
+_ABSENT = object()
+
+
+class ResumeError(ValueError):
+    """A resume the run directory or the typed keys do not allow."""
+
+
+def saved_config(run_dir: Path) -> DictConfig:
+    """The run's own ``config.yaml``; :class:`ResumeError` if ``run_dir`` holds no run."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ResumeError(f"resume={run_dir} is invalid: no such directory")
+    path = run_dir / RESOLVED_CONFIG
+    if not path.is_file():
+        raise ResumeError(
+            f"resume={run_dir} is invalid: not a run directory ({RESOLVED_CONFIG} is missing)"
+        )
+    return OmegaConf.load(path)
+
+
+def checkpoint_iterations(run_dir: Path) -> int | None:
+    """Iterations recorded by the newest intact checkpoint of ``run_dir`` (None: none).
+
+    Reads only the verified JSON half of each checkpoint (:func:`egrl.checkpoint.load_plain`).
+    """
+    for path in list_checkpoints(Path(run_dir) / "checkpoints"):
+        try:
+            return int(load_plain(path)["iterations"])
+        except (CheckpointError, OSError, KeyError, TypeError, ValueError):
+            continue
+    return None
+
+
+def _value(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key, default=_ABSENT)
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def resume_changes(
+    saved: DictConfig, cfg: DictConfig, typed: Iterable[str], done: int | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """``{key: (saved value, new value)}`` for the typed keys that change the saved run.
+
+    Args:
+        saved: the run's ``config.yaml``.
+        cfg: the config composed from the command line.
+        typed: the keys the user typed (``hydra.*`` and :data:`LAUNCH_KEYS` are skipped).
+        done: iterations the run has already made (None: unknown, not checked).
+
+    Raises :class:`ResumeError` naming every typed key that differs and may not change,
+    or a budget below ``done``. A key found in neither config (a preset such as
+    ``experiment=quick``) may change anything, so it is refused too.
+    """
+    changes, refused = {}, []
+    fixed_budget = OmegaConf.select(saved, "agent.name") in FIXED_BUDGET_AGENTS
+    for key in typed:
+        if key.split(".")[0] in ("hydra", *LAUNCH_KEYS):
+            continue
+        old, new = _value(saved, key), _value(cfg, key)
+        if old is _ABSENT and new is _ABSENT:
+            refused.append(key)
+        elif old != new:
+            allowed = key in RESUMABLE_KEYS and not (key == "budget" and fixed_budget)
+            if allowed:
+                changes[key] = (old, new)
+            else:
+                refused.append(key)
+    if refused:
+        raise ResumeError(
+            f"resume: cannot change {', '.join(refused)} (the run was made with "
+            f"other values); a resumed run may change only {', '.join(RESUMABLE_KEYS)}"
+            + (f" ({saved.agent.name} keeps its budget)" if "budget" in refused else "")
+        )
+    if "budget" in changes and done is not None and changes["budget"][1] < done:
+        raise ResumeError(
+            f"budget={show(changes['budget'][1])} is invalid: the run has already made "
+            f"{done} iterations (expected an integer >= {done})"
+        )
+    return changes
+
+
+def apply_changes(saved: DictConfig, changes: dict[str, tuple[Any, Any]]) -> DictConfig:
+    """A copy of ``saved`` with each key set to its new value."""
+    cfg = OmegaConf.create(OmegaConf.to_container(saved, resolve=True))
+    for key, (_, new) in changes.items():
+        OmegaConf.update(cfg, key, new, merge=False)
+    return cfg

@@ -1,0 +1,172 @@
+"""The option table (egrl/validation.py), resume rules and override rewriting, in process."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from egrl.cli.overrides import rewrite_workload_paths, swept_values, typed_keys
+from egrl.cli.resume import ResumeError, apply_changes, resume_changes
+from egrl.cli.train import workload_label
+from egrl.config import TrainConfig, from_mapping
+from egrl.experiments.runs import flatten
+from egrl.validation import RULES, ConfigError, config_problems
+
+
+def leaf_keys() -> set[str]:
+    """Dotted keys of every option of a training run (agent and population options aside)."""
+    return {k for k in flatten(TrainConfig().to_dict()) if ".options" not in f".{k}"}
+
+
+def test_every_option_has_a_rule_and_every_rule_an_option():
+    assert set(RULES) == leaf_keys()
+
+
+def test_defaults_pass():
+    assert config_problems(TrainConfig().to_dict()) == []
+
+
+@pytest.mark.parametrize(
+    ("cfg", "line"),
+    [
+        ({"budget": -5}, "budget=-5 is invalid: expected an integer >= 1"),
+        ({"budget": 0}, "budget=0 is invalid: expected an integer >= 1"),
+        ({"budget": "abc"}, "budget=abc is invalid: expected an integer >= 1"),
+        ({"budget": 10.5}, "budget=10.5 is invalid: expected an integer >= 1"),
+        ({"budget": True}, "budget=true is invalid: expected an integer >= 1"),
+        ({"seed": -1}, "seed=-1 is invalid: expected an integer >= 0"),
+        ({"threads": 0}, "threads=0 is invalid: expected an integer >= 1"),
+        ({"progress": "yes"}, "progress=yes is invalid: expected true or false"),
+        ({"device": "gpu"}, "device=gpu is invalid: expected cpu, cuda or cuda:N"),
+        (
+            {"population": {"boltzmann_fraction": 1.5}},
+            "population.boltzmann_fraction=1.5 is invalid: expected a number in [0, 1]",
+        ),
+        ({"learner": {"gamma": 2}}, "learner.gamma=2 is invalid: expected a number in [0, 1]"),
+        ({"learner": {"tau": 0}}, "learner.tau=0 is invalid: expected a number in (0, 1]"),
+        ({"learner": {"lr_actor": 0.0}}, "learner.lr_actor=0.0 is invalid: expected a number > 0"),
+        (
+            {"learner": {"noise_std": math.nan}},
+            "learner.noise_std=nan is invalid: expected a number >= 0",
+        ),
+        (
+            {"learner": {"grad_clip_norm": -1}},
+            "learner.grad_clip_norm=-1 is invalid: expected a number > 0 or null",
+        ),
+        (
+            {"learner": {"actor_action": "max"}},
+            "learner.actor_action=max is invalid: expected one of probs, argmax_probs",
+        ),
+        ({"policy": {"hidden": 0}}, "policy.hidden=0 is invalid: expected an integer >= 1"),
+    ],
+)
+def test_bad_values_are_named_with_what_is_allowed(cfg, line):
+    assert config_problems(cfg) == [line]
+    with pytest.raises(ValueError) as info:
+        from_mapping(cfg)
+    assert isinstance(info.value, ConfigError)
+    assert str(info.value) == line
+
+
+def test_good_edge_values_pass():
+    cfg = {
+        "seed": 0,
+        "budget": 1,
+        "invalid_reward_scale": 0,
+        "device": "cuda:1",
+        "population": {"boltzmann_fraction": 1},
+        "learner": {"gamma": 0.0, "tau": 1, "grad_clip_norm": None, "rollouts": 0},
+    }
+    assert config_problems(cfg) == []
+    assert from_mapping(cfg).learner.tau == 1
+
+
+def test_every_problem_is_listed():
+    problems = config_problems({"budget": -1, "learner": {"gamma": 3}})
+    assert [p.split("=")[0] for p in problems] == ["budget", "learner.gamma"]
+
+
+# ------------------------------------------------------------------ overrides
+def test_workload_paths_become_workload_name():
+    options = {"resnet50", "bert-base"}
+    args = ["workload=resnet50", "workload=m.onnx", "seed=1", "workload=bert-base,dir/x.json.gz"]
+    assert rewrite_workload_paths(args, options) == [
+        "workload=resnet50",
+        "workload.name=m.onnx",
+        "seed=1",
+        "workload.name=bert-base,dir/x.json.gz",
+    ]
+    assert rewrite_workload_paths(["workload=resnet50,bert-base"], options) == [
+        "workload=resnet50,bert-base"
+    ]
+
+
+def test_typed_keys_and_swept_values():
+    overrides = ["+learner.foo=1", "budget=100,200", "~policy.depth", "hydra.run.dir=x"]
+    assert typed_keys(overrides) == ["learner.foo", "budget", "policy.depth", "hydra.run.dir"]
+    assert swept_values(overrides) == [("budget", 100), ("budget", 200)]
+
+
+def test_workload_label_names_run_directories():
+    assert workload_label("resnet50") == "resnet50"
+    assert workload_label("models/my.net.onnx") == "my.net"
+    assert workload_label("x.json.gz") == "x"
+
+
+# ------------------------------------------------------------------ resume
+SAVED = OmegaConf.create(
+    {
+        "seed": 0,
+        "budget": 40,
+        "progress": True,
+        "agent": {"name": "egrl"},
+        "workload": {"name": "a"},
+    }
+)
+
+
+def composed(**changes):
+    cfg = OmegaConf.create(OmegaConf.to_container(SAVED))
+    for key, value in changes.items():
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+def test_resume_applies_resumable_keys():
+    cfg = composed(budget=60, progress=False, seed=0)
+    changes = resume_changes(SAVED, cfg, ["budget", "progress", "seed", "resume"], done=40)
+    assert changes == {"budget": (40, 60), "progress": (True, False)}
+    assert apply_changes(SAVED, changes).budget == 60
+    assert SAVED.budget == 40
+
+
+def test_resume_ignores_keys_not_typed():
+    cfg = composed(seed=5, budget=70)
+    assert resume_changes(SAVED, cfg, ["budget"]) == {"budget": (40, 70)}
+
+
+@pytest.mark.parametrize(
+    ("typed", "cfg", "named"),
+    [
+        (["seed"], composed(seed=3), "seed"),
+        (["workload"], composed(**{"workload.name": "b"}), "workload"),
+        (["experiment"], composed(), "experiment"),
+    ],
+)
+def test_resume_refuses_other_keys(typed, cfg, named):
+    with pytest.raises(ResumeError, match=f"cannot change {named} "):
+        resume_changes(SAVED, cfg, typed)
+
+
+def test_resume_refuses_a_budget_below_the_iterations_made():
+    with pytest.raises(ResumeError, match="budget=30 is invalid: the run has already made 40"):
+        resume_changes(SAVED, composed(budget=30), ["budget"], done=40)
+
+
+def test_resume_keeps_the_budget_of_nevergrad():
+    saved = composed(**{"agent.name": "nevergrad"})
+    cfg = composed(**{"agent.name": "nevergrad", "budget": 80})
+    with pytest.raises(ResumeError, match="nevergrad keeps its budget"):
+        resume_changes(saved, cfg, ["budget"])
