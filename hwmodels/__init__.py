@@ -2,7 +2,7 @@
 
 >>> import hwmodels
 >>> hwmodels.names()
-['external', 'nnpi']
+['external', 'mcm', 'nnpi']
 >>> hw = hwmodels.make("nnpi", sram_mib=4)
 
 A new model registers itself with :func:`register` (a decorator on the class or a
@@ -42,7 +42,7 @@ def register(name: str) -> Callable:
 
 
 #: modules of the built-in models; each registers itself when imported
-_BUILTIN_MODULES = ("hwmodels.nnpi", "hwmodels.external")
+_BUILTIN_MODULES = ("hwmodels.nnpi", "hwmodels.external", "hwmodels.mcm")
 
 
 def _load_builtins() -> None:
