@@ -17,7 +17,7 @@ from hwmodels.mcm.native import (
 )
 from hwmodels.mcm.params import MCMParams
 from tests.nnpi_workloads import layer, random_dag, residual
-from tests.test_mcm_helpers import contiguous_partitions, figure2, flow_of
+from tests.mcm_workloads import contiguous_partitions, figure2, flow_of
 from workloads.ir import TensorInfo, Workload
 
 
@@ -228,3 +228,18 @@ def test_contiguous_split_can_break_the_triangle_rule():
     parts = np.array([[0, 1, 2, 2, 2]])
     assert not check(flow, parts).static_ok[0]
     assert dp_split(flow) is not None and check(flow, dp_split(flow)[None]).ok[0]
+
+
+def test_repair_is_a_function_of_the_proposal():
+    """The same proposal gets the same repair alone, in another batch and from a new target."""
+    import hwmodels
+
+    w = random_dag(12, np.random.default_rng(3), max_bytes=4096)
+    make = lambda: hwmodels.make("mcm", num_chips=4, sram_mib=1.0).bind(w)  # noqa: E731
+    rng = np.random.default_rng(0)
+    maps = rng.integers(0, 4, size=(6, w.num_nodes, 1))
+    batch = make().measure(maps).rectified
+    target = make()
+    alone = np.concatenate([target.measure(maps[i : i + 1]).rectified for i in (5, 0, 3)])
+    np.testing.assert_array_equal(alone, batch[[5, 0, 3]])
+    assert (batch != maps).any()  # random proposals were repaired, not passed through

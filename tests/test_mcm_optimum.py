@@ -9,7 +9,7 @@ from hwmodels.mcm import MCM
 from hwmodels.mcm.constraints import check
 from hwmodels.mcm.cost import latency_ps
 from tests.nnpi_workloads import random_dag
-from tests.test_mcm_helpers import all_partitions, contiguous_partitions, figure2
+from tests.mcm_workloads import all_partitions, contiguous_partitions, figure2
 
 
 def bind(workload, sram_bytes: int, num_chips: int = 3):

@@ -11,7 +11,7 @@ from hwmodels.mcm.constraints import check
 from hwmodels.mcm.native import greedy_split
 from hwmodels.mcm.solver import ConstraintSolver
 from tests.nnpi_workloads import layer, random_dag, residual
-from tests.test_mcm_helpers import figure2, flow_of
+from tests.mcm_workloads import figure2, flow_of
 from workloads.ir import TensorInfo, Workload
 
 

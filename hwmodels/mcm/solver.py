@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class ConstraintSolver:
     def repair(
         self,
         parts: np.ndarray,
-        rng: np.random.Generator,
+        rng: np.random.Generator | Sequence[np.random.Generator],
         probs: np.ndarray | None = None,
         order: np.ndarray | None = None,
     ) -> np.ndarray:
@@ -81,7 +82,8 @@ class ConstraintSolver:
 
         Args:
             parts: proposed chip of every node.
-            rng: source of the node orders and the draws.
+            rng: source of the node orders and the draws: one generator for the batch,
+                or one per map.
             probs: float ``[B, N, C]`` policy distribution (``sample`` mode; None: uniform).
             order: int ``[N]`` node order to use instead of a random one (tests).
         """
@@ -90,10 +92,11 @@ class ConstraintSolver:
         bad = np.flatnonzero(~check(self.flow, parts, memory=False).static_ok)
         for b in bad:
             p = None if probs is None else probs[b]
+            gen = rng[b] if isinstance(rng, Sequence) else rng
             found = None
             for _ in range(self.restarts):
-                visit = rng.permutation(self.flow.num_nodes) if order is None else order
-                found = self.solve(parts[b], p, visit, rng)
+                visit = gen.permutation(self.flow.num_nodes) if order is None else order
+                found = self.solve(parts[b], p, visit, gen)
                 if found is not None:
                     break
             if found is None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import fields
 from functools import cached_property
@@ -60,7 +61,10 @@ class MCMTarget(Target):
         self.native = check_choice("native compiler", native, NATIVE_COMPILERS)
         self.mode = check_choice("solver mode", mode, MODES)
         self.wants_probabilities = self.mode == "sample"
-        self.rng = np.random.default_rng(seed)
+        # FIX repairs a proposal the same way every time (see _generators); SAMPLE draws
+        # from the policy's distribution, which the proposal alone does not determine.
+        self.deterministic = self.mode == "fix"
+        self.seed = int(seed)
         self._greedy = greedy_split(self.flow)
         self._native = self._build_native()
         if not check(self.flow, self._greedy[None]).ok[0]:
@@ -117,6 +121,22 @@ class MCMTarget(Target):
         """int64 ``[B]``: slowest-chip time in ps of ``maps`` ``[B, N, 1]`` as given."""
         return cost.latency_ps(self.flow, self._parts(maps))
 
+    def _generators(self, parts: np.ndarray, probs: np.ndarray | None) -> list:
+        """One generator per map, seeded by ``seed`` and the map's bytes (and its ``probs``).
+
+        The repair is then a function of what is measured: the same proposal gets the
+        same repair in any batch, after a resume, or from a cache, with no solver state
+        to checkpoint.
+        """
+        gens = []
+        for b in range(len(parts)):
+            h = hashlib.blake2b(parts[b].tobytes(), digest_size=16)
+            if probs is not None:
+                h.update(np.ascontiguousarray(probs[b]).tobytes())
+            words = np.frombuffer(h.digest(), dtype=np.uint32).tolist()
+            gens.append(np.random.default_rng([self.seed, *words]))
+        return gens
+
     def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
         """Repair ``maps`` ``[B, N, 1]`` with the constraint solver, then model them.
 
@@ -128,8 +148,10 @@ class MCMTarget(Target):
         ``sample`` mode (None: uniform).
         """
         parts = self._parts(maps)
+        if self.wants_probabilities and probs is None:
+            probs = self.uniform_probabilities(len(parts))
         p = None if probs is None else np.asarray(probs, dtype=np.float64)[:, :, 0, :]
-        fixed = self.solver.repair(parts, self.rng, p)
+        fixed = self.solver.repair(parts, self._generators(parts, p), p)
         overflow = check(self.flow, fixed).memory_chip >= 0
         fixed[overflow] = self._native
         moved = (fixed != parts).mean(axis=1)
