@@ -4,10 +4,12 @@
 >>> workloads.names()[:3]
 >>> w = workloads.load("resnet50")
 >>> w.num_nodes, w.features.shape
+>>> workloads.datasets.split("mcm87")["test"][:2]  # named datasets, see workloads.datasets
 """
 
 from __future__ import annotations
 
+from workloads import datasets
 from workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from workloads.ir import FEATURE_NAMES, OP_TYPES, Node, TensorInfo, Workload
 from workloads.zoo import load, names
@@ -42,6 +44,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "Workload",
     "WorkloadError",
+    "datasets",
     "from_onnx",
     "from_torch",
     "load",

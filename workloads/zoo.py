@@ -18,6 +18,8 @@ from workloads.errors import WorkloadError
 from workloads.ir import Workload
 
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+#: generated dataset members (``scripts/build_dataset.py``) and dataset files
+DATASET_DIR = ZOO_DIR / "dataset"
 SUFFIX = ".json.gz"
 #: file endings :func:`load` reads: saved workloads and ONNX models
 FILE_SUFFIXES = (".json", ".json.gz", ".onnx")
@@ -32,6 +34,16 @@ def names() -> list[str]:
 @lru_cache(maxsize=32)
 def _load_builtin(name: str) -> Workload:
     return Workload.load(ZOO_DIR / f"{name}{SUFFIX}")
+
+
+def dataset_member_names() -> list[str]:
+    """Names of the generated workloads under ``zoo/dataset/`` (see :mod:`workloads.datasets`)."""
+    return sorted(p.name[: -len(SUFFIX)] for p in DATASET_DIR.glob("*" + SUFFIX))
+
+
+@lru_cache(maxsize=128)
+def _load_dataset_member(name: str) -> Workload:
+    return Workload.load(DATASET_DIR / f"{name}{SUFFIX}")
 
 
 def is_path(name: str | Path) -> bool:
@@ -103,16 +115,20 @@ def load_file(path: str | Path) -> Workload:
 
 
 def load(name: str | Path) -> Workload:
-    """A built-in workload by name (``"resnet50"``) or a workload file by path.
+    """A built-in workload by name (``"resnet50"``), a generated dataset member by name
+    (``"resnet-basic-d18-w32"``, see :mod:`workloads.datasets`) or a workload file by path.
 
     A path may be an ONNX model (``.onnx``) or a workload written by
     :meth:`Workload.save` (``.json`` or ``.json.gz``); see :func:`load_file`.
     """
     if not isinstance(name, Path) and str(name) in names():
         return _load_builtin(str(name))
+    if not isinstance(name, Path) and str(name) in dataset_member_names():
+        return _load_dataset_member(str(name))
     if is_path(name):
         return load_file(name)
     raise WorkloadError(
-        f"unknown workload {str(name)!r}; built-in: {', '.join(names())} "
+        f"unknown workload {str(name)!r}; built-in: {', '.join(names())}, and the "
+        f"{len(dataset_member_names())} generated dataset members of workloads.datasets "
         f"(or give the path of a file ending in {', '.join(FILE_SUFFIXES)})"
     )
