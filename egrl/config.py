@@ -73,7 +73,14 @@ class LearnerConfig(SACConfig):
 
 @dataclass
 class TrainConfig:
-    """One training run."""
+    """One training run.
+
+    ``budget`` counts paid measurements: on a deterministic target a map measured before
+    is answered from an LRU of ``cache_size`` maps (0: none) without being paid
+    (:mod:`egrl.measure_cache`). A search that pays nothing in ``max_stale_generations``
+    generations in a row stops. ``init_from`` (a run directory, a policy snapshot or a
+    checkpoint) starts the GNN policies of ``egrl``/``ea``/``pg`` from a trained one.
+    """
 
     seed: int = 0
     budget: int = 4000
@@ -83,7 +90,11 @@ class TrainConfig:
     keep_checkpoints: int = 3
     snapshot_every: int = 10
     invalid_reward_scale: float = 1.0
+    reward: str = "egrl"
     progress: bool = True
+    cache_size: int = 100_000
+    max_stale_generations: int = 100
+    init_from: str | None = None
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     population: PopulationConfig = field(default_factory=PopulationConfig)

@@ -11,6 +11,12 @@ One evaluation (EGRL Algorithm 1, lines 5-12) is: the compiler C repairs the map
 ``-invalid_reward_scale * reassigned_bytes_ratio``. Speedup is
 ``latency_compiler / latency`` for valid maps and 0 for invalid ones (the paper's
 convention: "a score of 0 indicates an invalid mapping").
+
+With ``reward="repaired"`` (the multi-chip partitioning paper's reward: Xie et al.,
+MLSys 2022, section 4) every map is scored by the map the chip ran, its repair: it earns
+``(latency_compiler / latency_repaired) ** 2`` and that speedup, and only a repair the
+chip could not run (latency NaN) falls back to the negative re-assignment reward.
+``valid`` still says whether the compiler accepted the proposal unchanged.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ import numpy as np
 import torch
 
 from egrl.features import featurise
-from hwmodels.base import HardwareModel, OptimumResult, Target
+from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
 from workloads import Workload
 from workloads import load as load_workload
 
 log = logging.getLogger(__name__)
+
+#: how a map the compiler had to repair is scored (see the module docstring)
+REWARDS = ("egrl", "repaired")
 
 
 @dataclass
@@ -65,12 +74,23 @@ class Env:
         workload: the workload it was bound to (kept for names and reports).
         invalid_reward_scale: multiplier of the negative reward of repaired maps
             (EGRL Table 2: ``-1`` scale, i.e. 1.0 here).
+        reward: ``"egrl"`` (a repaired map earns the negative re-assignment reward) or
+            ``"repaired"`` (it earns the reward of its repair; see the module docstring).
     """
 
-    def __init__(self, target: Target, workload: Workload, invalid_reward_scale: float = 1.0):
+    def __init__(
+        self,
+        target: Target,
+        workload: Workload,
+        invalid_reward_scale: float = 1.0,
+        reward: str = "egrl",
+    ):
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; expected one of {REWARDS}")
         self.target = target
         self.workload = workload
         self.invalid_reward_scale = float(invalid_reward_scale)
+        self.reward = reward
         self.num_evaluations = 0
         self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
         self._graph: tuple[object, object] | None = None  # (raw x, featurised graph)
@@ -208,6 +228,27 @@ class Env:
             )
         return arr
 
+    @property
+    def deterministic(self) -> bool:
+        """The target answers the same map the same way every time (``Target.deterministic``)."""
+        return bool(getattr(self.target, "deterministic", True))
+
+    def measure(self, maps, probs=None) -> Measurement:
+        """Check a batch of maps and have the target compile and run them (no rewards).
+
+        Arguments as :meth:`evaluate`; returns the target's :class:`Measurement` ``[B]``.
+        Every map counts in :attr:`num_evaluations`.
+        """
+        batch = self.check_maps(maps)
+        if probs is not None:
+            probs = self.check_probs(probs, len(batch))
+        if self.wants_probabilities:
+            m = self.target.measure(batch, probs=probs)
+        else:
+            m = self.target.measure(batch)
+        self.num_evaluations += len(batch)
+        return m
+
     def evaluate(self, maps, probs=None) -> Evaluation:
         """Evaluate a batch of maps: compile, run, reward (EGRL Algorithm 1).
 
@@ -221,14 +262,7 @@ class Env:
         Returns:
             An :class:`Evaluation` whose arrays have length ``B``.
         """
-        batch = self.check_maps(maps)
-        if probs is not None:
-            probs = self.check_probs(probs, len(batch))
-        if self.wants_probabilities:
-            m = self.target.measure(batch, probs=probs)
-        else:
-            m = self.target.measure(batch)
-        self.num_evaluations += len(batch)
+        m = self.measure(maps, probs)
         return self.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
 
     def score(self, rectified, valid, reassigned_ratio, latency_s) -> Evaluation:
@@ -237,9 +271,10 @@ class Env:
         latency_s = np.asarray(latency_s, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = self.baseline_latency_s / latency_s
-        speedup = np.where(valid, ratio, 0.0)
+        scored = valid if self.reward == "egrl" else np.isfinite(ratio) & (ratio > 0)
+        speedup = np.where(scored, ratio, 0.0)
         reward = np.where(
-            valid,
+            scored,
             ratio**2,
             -self.invalid_reward_scale * np.asarray(reassigned_ratio, dtype=np.float64),
         )
@@ -279,6 +314,7 @@ def make_env(
     hwmodel: str | HardwareModel = "nnpi",
     workload: str | Workload = "resnet50",
     invalid_reward_scale: float = 1.0,
+    reward: str = "egrl",
     **hw_params,
 ) -> Env:
     """Bind a hardware model to a workload.
@@ -287,7 +323,7 @@ def make_env(
         hwmodel: a registered name (``hwmodels.names()``) or a :class:`HardwareModel`.
         workload: a zoo name (``workloads.names()``), a path to a workload JSON, or a
             :class:`Workload`.
-        invalid_reward_scale: see :class:`Env`.
+        invalid_reward_scale, reward: see :class:`Env`.
         **hw_params: parameters of the hardware model when given by name; ``module``
             (a dotted module name or a ``.py`` path) is imported first so that a model
             outside ``hwmodels`` can register itself (:func:`hwmodels.make`).
@@ -301,4 +337,4 @@ def make_env(
     if isinstance(workload, str):
         workload = load_workload(workload)
     target = hwmodel.bind(workload)
-    return Env(target, workload, invalid_reward_scale=invalid_reward_scale)
+    return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from egrl.agents.base import TIMING_COLUMNS, Best, replay_buffer
+from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import Env
 from egrl.sac import SACDiscrete
@@ -203,6 +203,9 @@ class MultiWorkloadPretrainer(Trainer):
         self.buffers[self.home] = self.buffer
         self.bests = {name: Best() for name in self.envs}
         self.bests[self.home] = self.best
+        cache_size = self.cfg.cache_size
+        self.caches = {name: measure_cache(env, cache_size) for name, env in self.envs.items()}
+        self.caches[self.home] = self.cache
 
     @property
     def learner(self) -> SACDiscrete:
@@ -212,7 +215,15 @@ class MultiWorkloadPretrainer(Trainer):
     @property
     def columns(self) -> tuple[str, ...]:
         per = [f"{k}[{n}]" for n in self.envs for k in ("clean_speedup", "best_speedup")]
-        return ("generation", "iterations", "wall_s", *per, *LEARNER_COLUMNS, *TIMING_COLUMNS[1:])
+        return (
+            "generation",
+            "iterations",
+            "proposals",
+            "wall_s",
+            *per,
+            *LEARNER_COLUMNS,
+            *TIMING_COLUMNS[1:],
+        )
 
     @property
     def trained_on(self) -> str:
@@ -223,23 +234,25 @@ class MultiWorkloadPretrainer(Trainer):
         """Act, evaluate and record on workload ``name``; back to the home workload after."""
         self.env, self.graph = self.envs[name], self.graphs[name]
         self.buffer, self.best = self.buffers[name], self.bests[name]
+        self.cache = self.caches[name]
         try:
             yield
         finally:
             self.env, self.graph = self.envs[self.home], self.graphs[self.home]
             self.buffer, self.best = self.buffers[self.home], self.bests[self.home]
+            self.cache = self.caches[self.home]
 
     # -------------------------------------------------------------- generation
     def step(self) -> dict:
         """One generation: rollouts on every workload in turn, then the learner's updates."""
         row: dict = {}
-        before = self.iterations
+        before = self.proposals
         for name in self.envs:
             with self.on_workload(name):
                 rollouts = self._learner_rollouts()
             if "learner_clean_speedup" in rollouts:
                 row[f"clean_speedup[{name}]"] = rollouts["learner_clean_speedup"]
-        row.update(self._learner_updates(self.iterations - before))
+        row.update(self._learner_updates(self.proposals - before))
         row.update({f"best_speedup[{n}]": best.speedup for n, best in self.bests.items()})
         return row
 
@@ -260,7 +273,11 @@ class MultiWorkloadPretrainer(Trainer):
             **super().agent_state(),
             "workloads": list(self.envs),
             "others": [
-                {"buffer": self.buffers[n].state_dict(), "best": self.bests[n].state_dict()}
+                {
+                    "buffer": self.buffers[n].state_dict(),
+                    "best": self.bests[n].state_dict(),
+                    "cache": self.caches[n].state_dict(),
+                }
                 for n in others
             ],
         }
@@ -277,6 +294,7 @@ class MultiWorkloadPretrainer(Trainer):
         for name, saved in zip(others, state["others"], strict=True):
             self.buffers[name].load_state_dict(saved["buffer"])
             self.bests[name] = Best(**saved["best"])
+            self.caches[name].load_state_dict(saved.get("cache"))
 
 
 def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> dict[str, Path]:

@@ -439,6 +439,11 @@ class SACDiscrete:
                 stats.setdefault(key, []).append(value)
         return {key: float(np.mean(values)) for key, values in stats.items()}
 
+    def sync_actor_target(self) -> None:
+        """Copy the actor's weights into its target (after they were set from outside)."""
+        if self.actor_target is not None:
+            self.actor_target.load_state_dict(self.actor.state_dict())
+
     # ------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict:
         """Networks, targets, optimizers, temperature, generator state and counters.

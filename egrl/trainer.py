@@ -15,16 +15,19 @@ One generation::
 Every replay entry is tagged with the kind of policy that made it: ``"gnn"`` and
 ``"boltzmann"`` for population members, ``"learner"`` for the learner's rollouts. A
 target that wants the policy's probabilities (``env.wants_probabilities``) receives them
-with the maps, float ``[B, N, H, C]``. Iterations are hardware evaluations counted across
-everything (the paper's x-axes); a generation that would cross the budget evaluates only
-what is left. The answer is the best valid map ever evaluated.
+with the maps, float ``[B, N, H, C]``. Iterations are paid hardware measurements counted
+across everything (the paper's x-axes); on a deterministic target a map measured before
+is answered from the agent's cache for free but still enters the replay buffer, and the
+learner makes ``gradient_ratio`` updates per transition added. A generation that would
+cross the budget measures only the new maps the budget still pays for; members whose map
+was left unmeasured rank last. The answer is the best valid map ever evaluated.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +35,15 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
+from egrl.agents.options import check_start, parse_options, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
 from egrl.portfolio import LearnerPortfolio
 from egrl.replay import ReplayBuffer
 from egrl.sac import SACDiscrete
 from egrl.transfer import SNAPSHOT_DIR, write_snapshot
+from egrl.warm_start import warm_start
 from policies import GraphUNetActor, seeded_init
 from populations import MixedPopulation
 
@@ -47,6 +53,26 @@ __all__ = ["LEARNER", "TIMING_COLUMNS", "Trainer"]
 
 #: replay-buffer source of the learners' rollouts (population maps carry their member kind)
 LEARNER = "learner"
+
+
+@dataclass(frozen=True)
+class TrainerOptions:
+    """Parameters of ``agent=egrl`` / ``ea`` / ``pg`` beyond :class:`~egrl.config.AgentConfig`.
+
+    Attributes:
+        start: the paper's start ``initial`` (alias ``dram``: members and learners as
+            initialised, nothing put in), or a map put into the policies before the first
+            generation (:mod:`egrl.warm_start`): ``native`` (the compiler's map),
+            ``fallback`` (the target's always-valid map) or ``random`` (a uniform random
+            map). The map goes into one Boltzmann chromosome and is taught to the first
+            ``start_gnns`` GNN members (to the learners' actors when there is no population).
+        start_gnns: GNN members taught the start map.
+        start_steps: most supervised steps of one GNN towards the start map.
+    """
+
+    start: str = "initial"
+    start_gnns: int = 2
+    start_steps: int = 500
 
 
 @register_agent("egrl", "ea", "pg")
@@ -59,6 +85,7 @@ class Trainer(SearchAgent):
         run_dir: where metrics, checkpoints, the best map and plots go (None: nowhere).
     """
 
+    accepts_init_from = True
     extra_columns = (
         "champion_type",
         "pop_best_reward",
@@ -128,17 +155,71 @@ class Trainer(SearchAgent):
                 for _ in range(max(1, lc.num_learners))
             ]
             self.portfolio = LearnerPortfolio(learners, ucb_c=lc.ucb_c)
+        self.options = parse_options(TrainerOptions, cfg)
+        self.start = check_start(self.name, "start", self.options.start)
+        for key in ("start_gnns", "start_steps"):
+            if getattr(self.options, key) < 0:
+                raise ValueError(f"agent {self.name!r}: option {key} must be >= 0")
+        if cfg.init_from:
+            self._init_from(read_policy(cfg.init_from))
+        if self.start != "initial":
+            self._warm_start()
+
+    def _init_from(self, policy: TrainedPolicy) -> None:
+        """Start the learners' actors and the GNN members from a trained policy.
+
+        The learners get its ``learner`` actor (else its ``champion``); GNN member 0 gets
+        its ``champion`` (else its ``learner``) as is, every other GNN member the same
+        weights with one mutation, so the first generation explores around the trained
+        policy. Critics, chromosomes and optimizer states start fresh.
+        """
+        check_fits(
+            policy, int(self.env.graph.x.shape[1]), self.num_choices, asdict(self.cfg.policy)
+        )
+        if self.portfolio is not None:
+            for learner in self.portfolio.learners:
+                load_into(learner.actor, policy.actor_state("learner"), policy.source)
+                learner.sync_actor_target()
+        if self.population is not None:
+            for j, index in enumerate(self.population.indices("gnn")):
+                net = self.population.gnn(int(index))
+                load_into(net, policy.actor_state("champion"), policy.source)
+                if j:
+                    self.population.toolbox.mutate_gnn(net, generator=self.generator)
+        log.info("GNN policies start from %s", policy.source)
+
+    def _warm_start(self) -> None:
+        """Put the start map into the policies (:mod:`egrl.warm_start`)."""
+        mapping = start_mappings(self.env, self.start, 1, self.rng)[0]
+        chromosomes, gnns = None, []
+        if self.population is not None:
+            chromosomes = self.population.chromosomes
+            members = self.population.indices("gnn")[: self.options.start_gnns]
+            gnns = [self.population.gnn(int(i)) for i in members]
+        elif self.portfolio is not None:
+            gnns = [learner.actor for learner in self.portfolio.learners]
+        temperature = self.population.params.min_temperature if self.population else 0.1
+        warm_start(mapping, self.graph, gnns, chromosomes, temperature, self.options.start_steps)
+        if self.population is None and self.portfolio is not None:
+            for learner in self.portfolio.learners:
+                learner.sync_actor_target()
+        log.info(
+            "warm start %r: the map put into %d chromosome(s) and taught to %d GNN(s)",
+            self.start,
+            int(chromosomes is not None),
+            len(gnns),
+        )
 
     # ------------------------------------------------------------- generation
     def step(self) -> dict:
         """One generation of Algorithm 2; returns its agent-specific metrics."""
         row: dict = {}
-        steps_before = self.iterations
+        steps_before = self.proposals  # transitions added to the replay buffer, paid or not
         if self.population is not None:
             row.update(self._population_rollouts())
         if self.portfolio is not None:
             row.update(self._learner_rollouts())
-            row.update(self._learner_updates(self.iterations - steps_before))
+            row.update(self._learner_updates(self.proposals - steps_before))
             migrate = self.cfg.agent.migration and self.population is not None
             if migrate and (self.generation + 1) % max(1, self.cfg.agent.migration_every) == 0:
                 actor = self.portfolio.learners[self._lead_learner()].actor

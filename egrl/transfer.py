@@ -468,12 +468,14 @@ class RunInfo:
         hwmodel: hardware model name.
         hw_params: its parameters.
         invalid_reward_scale: the env's scale of invalid-map rewards.
+        reward: how the env scores repaired maps (:data:`egrl.env.REWARDS`).
     """
 
     train: tuple[str, ...]
     hwmodel: str
     hw_params: dict
     invalid_reward_scale: float = 1.0
+    reward: str = "egrl"
 
     def make_env(self, workload: str) -> Env:
         """``workload`` (zoo name or path) on this run's hardware model."""
@@ -483,6 +485,7 @@ class RunInfo:
             hwmodel=self.hwmodel,
             workload=workload,
             invalid_reward_scale=self.invalid_reward_scale,
+            reward=self.reward,
             **self.hw_params,
         )
 
@@ -503,6 +506,7 @@ def read_run_info(run_dir: str | Path) -> RunInfo:
             hwmodel=str(hw["name"]),
             hw_params=dict(hw.get("params") or {}),
             invalid_reward_scale=float(cfg.get("invalid_reward_scale", 1.0)),
+            reward=str(cfg.get("reward", "egrl")),
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path} lacks the workload or hwmodel section: {exc}") from exc

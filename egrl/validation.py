@@ -119,7 +119,13 @@ RULES: dict[str, Rule] = {
     "keep_checkpoints": at_least(1),
     "snapshot_every": at_least(1),
     "invalid_reward_scale": at_least(0, float),
+    "reward": Rule(str, pattern=r"egrl|repaired", describe="egrl or repaired"),
     "progress": FLAG,
+    "cache_size": at_least(0),
+    "max_stale_generations": at_least(1),
+    "init_from": Rule(
+        str, pattern=r".+", describe="a run directory, snapshot or checkpoint path", optional=True
+    ),
     "device": Rule(str, pattern=r"cpu|cuda(:\d+)?", describe="cpu, cuda or cuda:N"),
     "agent.name": Rule(str, pattern=r"\S+", describe="an agent name (egrl.agents.names())"),
     "agent.use_population": FLAG,

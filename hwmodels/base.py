@@ -100,6 +100,11 @@ class Target(ABC):
     #: :meth:`measure` wants the policy's per-unit probabilities (a compiler that samples
     #: from them, e.g. a constraint solver restricted to each unit's current domain)
     wants_probabilities: bool = False
+    #: measuring the same map (with the same probabilities, where :attr:`wants_probabilities`)
+    #: always gives the same answer, so agents measure it once and answer it again from
+    #: memory (:mod:`egrl.measure_cache`); false for a noisy chip, whose maps are paid
+    #: every time they are proposed
+    deterministic: bool = True
 
     @property
     def head_names(self) -> list[str]:

@@ -264,6 +264,7 @@ class ExternalTarget(Target):
         self.model = model
         self.workload = workload
         self.heads = {h: list(c) for h, c in model.heads.items()}
+        self.deterministic = model.deterministic
         self.num_units = workload.num_nodes
         self.unit_names = list(workload.node_names)
         self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
@@ -440,9 +441,32 @@ class ExternalTarget(Target):
         )
 
     def measure(self, maps, probs=None) -> Measurement:
-        """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``.
+        """Evaluate ``maps`` int ``[B, N, H]`` on the command, ``repeats`` times each.
 
+        With ``repeats`` > 1 every map is sent that many times (one after the other in the
+        same batch) and its answer is the mean latency of the repeats; it is valid only if
+        every repeat was, and its repair and re-assigned ratio are the first repeat's.
         ``probs`` is not used (``wants_probabilities`` is false: the protocol sends maps only).
+
+        Raises:
+            ExternalEvaluatorError: see :meth:`measure_once`.
+        """
+        repeats = self.model.repeats
+        if repeats == 1:
+            return self.measure_once(maps)
+        maps = self._check_maps(maps)
+        m = self.measure_once(np.repeat(maps, repeats, axis=0))
+        b = len(maps)
+        valid = m.valid.reshape(b, repeats)
+        return Measurement(
+            rectified=m.rectified[::repeats],
+            valid=valid.all(axis=1),
+            reassigned_ratio=m.reassigned_ratio[::repeats],
+            latency_s=m.latency_s.reshape(b, repeats).mean(axis=1),
+        )
+
+    def measure_once(self, maps) -> Measurement:
+        """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``.
 
         Raises:
             ExternalEvaluatorError: a chunk failed after all attempts; its ``partial``
@@ -606,6 +630,11 @@ class ExternalModel(HardwareModel):
         cwd: working directory of the command.
         inline_workload: put the workload itself in every request instead of the path
             of a file written at bind time (for commands that cannot read local files).
+        deterministic: the chip answers the same map the same way every time, so a map
+            is measured once and answered from memory afterwards (``Target.deterministic``);
+            false for a noisy chip, whose maps are measured every time they are proposed.
+        repeats: measurements of each map, averaged (for a noisy chip; the budget still
+            counts one paid map per map).
     """
 
     name = "external"
@@ -622,6 +651,8 @@ class ExternalModel(HardwareModel):
         inline_workload: bool = False,
         initial: Mapping[str, str] | None = None,
         fallback: Mapping[str, str] | None = None,
+        deterministic: bool = True,
+        repeats: int = 1,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
         if not argv:
@@ -632,6 +663,10 @@ class ExternalModel(HardwareModel):
             raise ValueError(f"retries must be >= 0, got {retries}")
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+        if not isinstance(deterministic, bool):
+            raise ValueError(f"deterministic must be true or false, got {deterministic!r}")
+        if isinstance(repeats, bool) or int(repeats) != repeats or int(repeats) < 1:
+            raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
         self.command = argv
         self.heads = _check_heads(copy.deepcopy(dict(heads or NNPI_HEADS)))
         self.timeout_s = float(timeout_s)
@@ -640,6 +675,8 @@ class ExternalModel(HardwareModel):
         self.env = dict(env or {})
         self.cwd = cwd
         self.inline_workload = bool(inline_workload)
+        self.deterministic = deterministic
+        self.repeats = int(repeats)
         self.initial_choices = _choice_per_head(self.heads, initial, "initial")
         self.fallback_choices = _choice_per_head(self.heads, fallback, "fallback")
 

@@ -56,6 +56,28 @@ def test_invalid_reward_scale(env):
     )
 
 
+def test_repaired_reward_scores_the_repair_and_best_keeps_it(env):
+    from egrl.agents.base import Best
+
+    repaired = make_env(
+        NNPI(llc_mib=8000 / 2**20, sram_mib=3000 / 2**20), env.workload, reward="repaired"
+    )
+    all_sram = np.full((env.num_units, 2), 2, dtype=np.int64)
+    ev = repaired.evaluate(all_sram)
+    fix = env.evaluate(ev.rectified[0])  # the repair, scored as a proposal of its own
+    assert not ev.valid[0] and fix.valid[0]
+    assert ev.speedup[0] == pytest.approx(fix.speedup[0]) and ev.speedup[0] > 0
+    assert ev.reward[0] == pytest.approx(fix.reward[0])
+    best = Best()
+    best.update(all_sram[None], ev, np.array([1]))
+    assert np.array_equal(best.mapping, ev.rectified[0]) and best.iteration == 1
+    plain = Best()
+    plain.update(all_sram[None], env.evaluate(all_sram), np.array([1]))
+    assert plain.mapping is None  # under EGRL's reward an invalid proposal earns nothing
+    with pytest.raises(ValueError, match="unknown reward 'x'"):
+        make_env(NNPI(), env.workload, reward="x")
+
+
 def test_batch_matches_one_by_one(env):
     maps = env.random_mappings(20, np.random.default_rng(0))
     ev = env.evaluate(maps)

@@ -231,6 +231,20 @@ def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
     assert m.latency_s[1] == 5e-3
 
 
+def test_repeats_average_the_latency_and_a_noisy_chip_is_not_deterministic(maps):
+    # 3 maps x 2 repeats, sent one map's repeats after the other
+    answer = {
+        "latency_s": [1.0, 3.0, 5.0, None, 2.0, 4.0],
+        "valid": [True, True, True, False, True, True],
+    }
+    target = answer_target(answer, repeats=2, deterministic=False)
+    m = target.measure(maps)
+    assert m.latency_s[0] == 2.0 and m.latency_s[2] == 3.0
+    assert m.valid.tolist() == [True, False, True]  # valid only if every repeat was
+    np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
+    assert target.deterministic is False and chip_target().deterministic is True
+
+
 def test_an_unreported_repair_is_the_configured_fallback_map(maps):
     answer = {"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}
     m = answer_target(answer, fallback={"weight": "LLC", "activation": "LLC"}).measure(maps)
@@ -394,6 +408,8 @@ def test_failed_chunk_keeps_the_chunks_before_it(tmp_path, maps):
         ({"command": "x", "batch_size": 0}, "batch_size must be >= 1"),
         ({"command": "x", "heads": {"weight": "DRAM"}}, "head 'weight' must list"),
         ({"command": "x", "heads": {"weight": ["DRAM", "DRAM"]}}, "repeats a choice"),
+        ({"command": "x", "repeats": 0}, "repeats must be an integer >= 1"),
+        ({"command": "x", "deterministic": "no"}, "deterministic must be true or false"),
     ],
 )
 def test_bad_parameters(params, problem):

@@ -16,8 +16,8 @@ from hwmodels.mcm.native import (
     range_time,
 )
 from hwmodels.mcm.params import MCMParams
-from tests.nnpi_workloads import layer, random_dag, residual
 from tests.mcm_workloads import contiguous_partitions, figure2, flow_of
+from tests.nnpi_workloads import layer, random_dag, residual
 from workloads.ir import TensorInfo, Workload
 
 

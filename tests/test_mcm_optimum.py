@@ -8,8 +8,8 @@ import pytest
 from hwmodels.mcm import MCM
 from hwmodels.mcm.constraints import check
 from hwmodels.mcm.cost import latency_ps
-from tests.nnpi_workloads import random_dag
 from tests.mcm_workloads import all_partitions, contiguous_partitions, figure2
+from tests.nnpi_workloads import random_dag
 
 
 def bind(workload, sram_bytes: int, num_chips: int = 3):

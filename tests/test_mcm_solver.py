@@ -10,8 +10,8 @@ from hwmodels.mcm import MCM, MCMTarget
 from hwmodels.mcm.constraints import check
 from hwmodels.mcm.native import greedy_split
 from hwmodels.mcm.solver import ConstraintSolver
-from tests.nnpi_workloads import layer, random_dag, residual
 from tests.mcm_workloads import figure2, flow_of
+from tests.nnpi_workloads import layer, random_dag, residual
 from workloads.ir import TensorInfo, Workload
 
 

@@ -54,13 +54,17 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:
-    """The agent ``cfg.agent.name`` on ``env``."""
+def agent_class(name: str) -> type[SearchAgent]:
+    """The class registered as ``name``; ``KeyError`` naming the registered ones if none."""
     _load_builtins()
-    name = cfg.agent.name
     if name not in _REGISTRY:
         raise KeyError(f"unknown agent {name!r}; registered: {sorted(_REGISTRY)}")
-    return _REGISTRY[name](env, cfg, run_dir)
+    return _REGISTRY[name]
 
 
-__all__ = ["Best", "SearchAgent", "make_agent", "names", "register_agent"]
+def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:
+    """The agent ``cfg.agent.name`` on ``env``."""
+    return agent_class(cfg.agent.name)(env, cfg, run_dir)
+
+
+__all__ = ["Best", "SearchAgent", "agent_class", "make_agent", "names", "register_agent"]

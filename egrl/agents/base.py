@@ -1,13 +1,15 @@
 """What every agent shares: the budget, the record of evaluations, outputs and checkpoints.
 
-An agent searches for a good map of one environment under a budget of hardware
-evaluations. Subclasses implement :meth:`SearchAgent.step` (one generation / iteration
+An agent searches for a good map of one environment under a budget of paid hardware
+measurements. Subclasses implement :meth:`SearchAgent.step` (one generation / iteration
 batch, calling :meth:`SearchAgent.evaluate` for every map they want measured) and the
 checkpoint hooks :meth:`SearchAgent.agent_state` / :meth:`SearchAgent.load_agent_state`.
-The base class counts evaluations (never past the budget), records every evaluated map
-in a :class:`~egrl.replay.ReplayBuffer`, keeps the best valid map, times the phases, and
-writes the run directory: ``metrics.csv``, ``best_mapping.json``, ``speedup.png``,
-``checkpoints/``.
+The base class answers maps measured before from a :class:`~egrl.measure_cache.MeasureCache`
+on a deterministic target, counts paid measurements (``iterations``, never past the
+budget) and proposals (every map answered, paid or not), records every answered map in a
+:class:`~egrl.replay.ReplayBuffer`, keeps the best valid map, times the phases, stops a
+search that has paid nothing for ``max_stale_generations`` generations, and writes the run
+directory: ``metrics.csv``, ``best_mapping.json``, ``speedup.png``, ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from egrl.checkpoint import load_latest, prune_checkpoints, save_state
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
+from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 METRIC_COLUMNS = (
     "generation",
     "iterations",
+    "proposals",
     "wall_s",
     "best_reward",
     "best_speedup",
@@ -50,7 +54,8 @@ TIMING_COLUMNS = ("wall_s",) + tuple(f"t_{p}" for p in PHASES)
 
 @dataclass
 class Best:
-    """The best valid map evaluated so far."""
+    """The best map the chip ran so far (a valid proposal, or under ``reward=repaired`` the
+    compiler's repair of any proposal)."""
 
     reward: float = -np.inf
     speedup: float = 0.0
@@ -58,18 +63,24 @@ class Best:
     iteration: int = 0
     mapping: np.ndarray | None = None
 
-    def update(self, maps: np.ndarray, ev: Evaluation, first_iteration: int) -> None:
-        """Keep the best valid map of a batch (by speedup; ties keep the earlier one)."""
-        valid = np.flatnonzero(ev.valid)
-        if len(valid) == 0:
+    def update(self, maps: np.ndarray, ev: Evaluation, iterations: np.ndarray) -> None:
+        """Keep the best map of a batch that earned a speedup (ties keep the earlier one).
+
+        ``iterations`` int ``[B]``: the paid measurements made when each map was answered.
+
+        The kept map is the one the chip ran, ``ev.rectified``: the proposal itself when it
+        was valid, its repair when the environment scores repaired maps.
+        """
+        ran = np.flatnonzero(ev.speedup > 0)
+        if len(ran) == 0:
             return
-        i = valid[np.argmax(ev.speedup[valid])]
+        i = ran[np.argmax(ev.speedup[ran])]
         if ev.speedup[i] > self.speedup:
             self.reward = float(ev.reward[i])
             self.speedup = float(ev.speedup[i])
             self.latency_s = float(ev.latency_s[i])
-            self.iteration = first_iteration + int(i) + 1
-            self.mapping = maps[i].copy()
+            self.iteration = int(iterations[i])
+            self.mapping = np.asarray(ev.rectified[i], dtype=np.int64).copy()
 
     def state_dict(self) -> dict:
         return dict(self.__dict__)
@@ -99,8 +110,15 @@ class SearchAgent:
 
     #: agent-specific metrics.csv columns, after :data:`METRIC_COLUMNS`
     extra_columns: tuple[str, ...] = ()
+    #: the agent has GNN policies that ``cfg.init_from`` can start from a trained one
+    accepts_init_from: bool = False
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        if cfg.init_from and not self.accepts_init_from:
+            raise ValueError(
+                f"init_from={cfg.init_from} is invalid: agent {cfg.agent.name!r} has no GNN "
+                "policy to start from it (egrl, ea and pg have)"
+            )
         self.env = env
         self.cfg = cfg
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -109,8 +127,11 @@ class SearchAgent:
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         self.buffer = replay_buffer(env, cfg.learner.buffer_size)
+        self.cache = measure_cache(env, cfg.cache_size)
         self.best = Best()
         self.iterations = 0
+        self.proposals = 0
+        self.stop_reason: str | None = None
         self.generation = 0
         self.wall_s = 0.0
         self.timer = Timer()
@@ -138,17 +159,26 @@ class SearchAgent:
         """Evaluate, record and count a batch of maps ``[B, N, H]``.
 
         ``probs`` (``None`` or float ``[B, N, H, C]``, the policy's probabilities the maps
-        were drawn from) goes to :meth:`egrl.env.Env.evaluate`, which hands it to targets
-        that want it. Maps beyond the remaining budget are not evaluated: the returned
-        evaluation covers the first ``min(B, remaining)`` maps only.
+        were drawn from) goes to :meth:`egrl.env.Env.measure`, which hands it to targets
+        that want it. On a deterministic target a map measured before (or earlier in the
+        batch) is answered from :attr:`cache` and not paid. New maps are paid until the
+        budget is spent: the returned evaluation covers the longest prefix of the batch
+        that could be answered, ``B`` maps unless the budget ran out (then it stops before
+        the first new map past the budget). Every answered map goes to the replay buffer.
         """
-        keep = max(self.remaining, 0)
-        maps = np.asarray(maps, dtype=np.int64)[:keep]
-        probs = None if probs is None else probs[:keep]
-        ev = self.timer.measure("evaluation", self.env.evaluate, maps, probs)
-        self.buffer.add(maps, ev.reward, source)
-        self.best.update(maps, ev, self.iterations)
-        self.iterations += len(maps)
+        batch = self.env.check_maps(maps)
+        if probs is not None:
+            probs = self.env.check_probs(probs, len(batch))
+        answer = self.timer.measure(
+            "evaluation", self.cache.answer, batch, probs, self.env.measure, self.remaining
+        )
+        m = answer.measurement
+        ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
+        batch = batch[: len(ev)]
+        self.buffer.add(batch, ev.reward, source)
+        self.best.update(batch, ev, self.iterations + np.cumsum(answer.paid))
+        self.iterations += int(answer.paid.sum())
+        self.proposals += len(ev)
         self._batch.append(ev)
         return ev
 
@@ -176,6 +206,7 @@ class SearchAgent:
         row.update(
             generation=self.generation,
             iterations=self.iterations,
+            proposals=self.proposals,
             wall_s=self.wall_s,
             best_reward=self.best.reward,
             best_speedup=self.best.speedup,
@@ -186,7 +217,12 @@ class SearchAgent:
         return row
 
     def run(self, on_generation: Callable[[dict], None] | None = None) -> Best:
-        """Search until the budget is spent; returns the best valid map."""
+        """Search until the budget is spent; returns the best valid map.
+
+        A search that pays no measurement in ``cfg.max_stale_generations`` generations in
+        a row (it proposes only maps measured before, or nothing) stops early with a
+        warning; :attr:`stop_reason` and ``best_mapping.json`` say why.
+        """
         from tqdm.auto import tqdm
 
         bar = tqdm(
@@ -196,24 +232,36 @@ class SearchAgent:
             unit="eval",
             disable=not self.cfg.progress,
         )
+        stale = 0
         with bar:
-            while not self.done:
+            while not self.done and self.stop_reason is None:
                 before = self.iterations
                 row = self._generation()
-                if self.iterations == before:
-                    raise RuntimeError(f"agent {self.name!r} made no evaluation in a generation")
+                stale = stale + 1 if self.iterations == before else 0
+                if stale >= self.cfg.max_stale_generations:
+                    self._stop_stale(stale)
                 bar.update(self.iterations - before)
                 bar.set_postfix(best_speedup=f"{self.best.speedup:.3f}", gen=self.generation)
                 if self.run_dir is not None:
                     self._append_metrics(row)
                     self.on_generation_end()
-                    if self.generation % max(1, self.cfg.checkpoint_every) == 0 or self.done:
+                    last = self.done or self.stop_reason is not None
+                    if self.generation % max(1, self.cfg.checkpoint_every) == 0 or last:
                         self.save_checkpoint()
                 if on_generation is not None:
                     on_generation(row)
         if self.run_dir is not None:
             self.write_outputs()
         return self.best
+
+    def _stop_stale(self, generations: int) -> None:
+        """Record and log that the search stopped proposing new maps."""
+        self.stop_reason = (
+            f"no new map in {generations} generations (max_stale_generations="
+            f"{self.cfg.max_stale_generations}): stopped after {self.iterations} of "
+            f"{self.cfg.budget} paid measurements and {self.proposals} proposals"
+        )
+        log.warning("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
 
     def on_generation_end(self) -> None:
         """Hook after each generation's metrics are written (e.g. policy snapshots)."""
@@ -234,6 +282,8 @@ class SearchAgent:
             "reward": self.best.reward,
             "iteration": self.best.iteration,
             "iterations": self.iterations,
+            "proposals": self.proposals,
+            "stopped_early": self.stop_reason,
             "baseline_latency_s": self.env.baseline_latency_s,
             "mapping": None
             if self.best.mapping is None
@@ -260,6 +310,7 @@ class SearchAgent:
         """Everything needed to continue the run bit for bit."""
         return {
             "iterations": self.iterations,
+            "proposals": self.proposals,
             "generation": self.generation,
             "wall_s": self.wall_s,
             "timer": dict(self.timer.totals),
@@ -267,12 +318,14 @@ class SearchAgent:
             "generator": self.generator.get_state(),
             "best": self.best.state_dict(),
             "buffer": self.buffer.state_dict(),
+            "cache": self.cache.state_dict(),
             "rows": self.rows,
             "agent": self.agent_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.iterations = int(state["iterations"])
+        self.proposals = int(state.get("proposals", self.iterations))
         self.generation = int(state["generation"])
         self.wall_s = float(state["wall_s"])
         self.timer.totals = dict(state["timer"])
@@ -280,6 +333,7 @@ class SearchAgent:
         self.generator.set_state(state["generator"])
         self.best = Best(**state["best"])
         self.buffer.load_state_dict(state["buffer"])
+        self.cache.load_state_dict(state.get("cache"))
         self.rows = list(state["rows"])
         self.load_agent_state(state["agent"])
 
@@ -331,6 +385,11 @@ def append_metrics_row(path: Path, columns: tuple[str, ...], row: dict) -> None:
 def replay_buffer(env: Env, capacity: int) -> ReplayBuffer:
     """An empty replay buffer of ``capacity`` (at least 1) transitions for ``env``'s maps."""
     return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
+
+
+def measure_cache(env: Env, capacity: int) -> MeasureCache:
+    """An empty cache of ``capacity`` maps for ``env`` (disabled on a non-deterministic target)."""
+    return MeasureCache(capacity, env.max_choices, enabled=env.deterministic)
 
 
 def to_numpy_maps(maps) -> np.ndarray:

@@ -24,7 +24,13 @@ from deap import algorithms, base, tools
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_choice, check_positive, parse_options
+from egrl.agents.options import (
+    check_choice,
+    check_positive,
+    check_start,
+    parse_options,
+    start_mappings,
+)
 from egrl.config import TrainConfig
 from egrl.env import Env
 from populations.deap_bridge import MaxFitness, seeded_random
@@ -48,6 +54,10 @@ class GeneticOptions:
         crossover: ``two_point`` (``tools.cxTwoPoint``) or ``uniform``
             (``tools.cxUniform`` with per-gene swap probability 0.5).
         elites: best individuals copied unchanged into the next generation.
+        start: the first generation: ``random`` (uniform random maps), or one individual
+            set to ``initial`` (the target's initial map; alias ``dram``), ``native`` (the
+            compiler's map) or ``fallback`` (the target's always-valid map) and the others
+            random.
     """
 
     population: int = 20
@@ -57,6 +67,7 @@ class GeneticOptions:
     tournsize: int = 3
     crossover: str = "two_point"
     elites: int = 1
+    start: str = "random"
 
 
 class Genome(list):
@@ -78,6 +89,7 @@ class GeneticAlgorithm(SearchAgent):
         o = self.options = parse_options(GeneticOptions, cfg)
         check_positive(self.name, population=o.population, tournsize=o.tournsize)
         check_choice(self.name, "crossover", o.crossover, CROSSOVERS)
+        self.start = check_start(self.name, "start", o.start)
         for key in ("cxpb", "mutpb") + (() if o.indpb is None else ("indpb",)):
             if not 0 <= getattr(o, key) <= 1:
                 raise ValueError(f"agent {self.name!r}: option {key} must be in [0, 1]")
@@ -102,6 +114,8 @@ class GeneticAlgorithm(SearchAgent):
     def step(self) -> dict:
         if self.population is None:
             maps = self.env.random_mappings(self.options.population, self.rng)
+            if self.start != "random":
+                maps[0] = start_mappings(self.env, self.start, 1, self.rng)[0]
             offspring = [Genome(m.reshape(-1)) for m in maps]
         else:
             offspring = self.timer.measure("evolution", self._offspring)

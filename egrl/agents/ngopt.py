@@ -28,14 +28,20 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_positive, check_start, parse_options
+from egrl.agents.options import (
+    STARTS,
+    check_positive,
+    check_start,
+    parse_options,
+    start_mappings,
+)
 from egrl.config import TrainConfig
 from egrl.env import Env
 
 log = logging.getLogger(__name__)
 
 #: NGOpt's first candidate (``dram`` is accepted as NNP-I's name for ``initial``)
-INITS = ("center", "initial")
+INITS = ("center", *STARTS)
 
 
 @dataclass(frozen=True)
@@ -44,13 +50,16 @@ class NevergradOptions:
 
     Attributes:
         batch: candidates per generation, NGOpt's ``num_workers``.
-        init: the parametrization's initial value, NGOpt's first candidate: ``center``
-            (the middle choice of each head: LLC on NNP-I) or ``initial`` (the target's
-            initial map; alias ``dram``, NNP-I's name for it).
+        start: the parametrization's initial value, NGOpt's first candidate: ``center``
+            (the middle choice of each head: LLC on NNP-I), ``initial`` (the target's
+            initial map; alias ``dram``, NNP-I's name for it), ``native`` (the
+            compiler's map), ``fallback`` or ``random``.
+        init: the former name of ``start`` (used when given).
     """
 
     batch: int = 20
-    init: str = "center"
+    start: str = "center"
+    init: str | None = None
 
 
 def import_nevergrad():
@@ -75,9 +84,13 @@ class NevergradAgent(SearchAgent):
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(NevergradOptions, cfg)
         check_positive(self.name, batch=o.batch)
-        self.init = check_start(self.name, "init", o.init, INITS)
+        key = "start" if o.init is None else "init"
+        self.init = check_start(self.name, key, getattr(o, key), INITS)
         self.ng = import_nevergrad()
         self.seed = int(self.rng.integers(0, 2**32 - 1))
+        self.init_map = None  # int64 [N, H]; None: the center
+        if self.init != "center":
+            self.init_map = start_mappings(env, self.init, 1, self.rng)[0]
         self.asked: list[int] = []  # candidates asked per generation
         self.losses: list[np.ndarray] = []  # float64 losses told per generation
         self.optimizer = self._build()
@@ -89,8 +102,8 @@ class NevergradAgent(SearchAgent):
         ng, env = self.ng, self.env
         shape = (env.num_units, env.num_heads)
         upper = np.broadcast_to(env.num_choices - 0.5, shape).astype(np.float64)
-        if self.init == "initial":
-            init = env.initial_mapping.astype(np.float64)
+        if self.init_map is not None:
+            init = self.init_map.astype(np.float64)
         else:
             init = (upper - 0.5) / 2
         param = ng.p.Array(init=init, lower=np.full(shape, -0.5), upper=upper)

@@ -62,6 +62,39 @@ def workload_problem(name: Any) -> str | None:
     return None
 
 
+def init_from_problem(task: dict) -> str | None:
+    """Why ``init_from`` cannot start this run's GNN policies, or None.
+
+    The agent must have GNN policies, and the trained policy must exist and fit the
+    target's decision graph (feature width, choices per head) and the run's policy sizes.
+    """
+    from egrl.agents import agent_class
+    from egrl.init_from import check_fits, read_policy
+    from egrl.transfer import SnapshotError
+
+    path = task.get("init_from")
+    agent = (task.get("agent") or {}).get("name")
+    try:
+        if not agent_class(agent).accepts_init_from:
+            return (
+                f"init_from={path} is invalid: agent {agent!r} has no GNN policy to start "
+                "from it (egrl, ea and pg have)"
+            )
+        import hwmodels
+
+        hwmodel = task.get("hwmodel") or {}
+        target = hwmodels.make(hwmodel.get("name"), **(hwmodel.get("params") or {})).bind(
+            workloads.load(task["workload"]["name"])
+        )
+        policy = read_policy(path)
+        check_fits(policy, int(target.graph.x.shape[1]), target.num_choices, task["policy"])
+    except KeyError as exc:
+        return f"agent={show(agent)} is invalid: {exc.args[0] if exc.args else exc}"
+    except SnapshotError as exc:
+        return str(exc)
+    return None
+
+
 def run_problems(config: DictConfig) -> list[str]:
     """Every problem of a single run's config (values, workload, resume), one line each.
 
@@ -87,6 +120,10 @@ def run_problems(config: DictConfig) -> list[str]:
             workload = None
     if workload is not None:
         line = workload_problem(workload)
+        if line is not None:
+            problems.append(line)
+    if not problems and task.get("init_from") and not task.get("resume"):
+        line = init_from_problem(task)
         if line is not None:
             problems.append(line)
     return problems

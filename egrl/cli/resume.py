@@ -27,6 +27,7 @@ RESUMABLE_KEYS = (
     "checkpoint_every",
     "keep_checkpoints",
     "snapshot_every",
+    "max_stale_generations",
 )
 #: keys that say how to launch, never compared with the saved config
 LAUNCH_KEYS = ("resume", "continue_runs")

@@ -50,6 +50,7 @@ from egrl.cli.resume import (
 from egrl.config import from_mapping
 from egrl.env import make_env
 from egrl.experiments.runs import flatten
+from egrl.transfer import SnapshotError
 from egrl.validation import ConfigError
 
 log = logging.getLogger("egrl.train")
@@ -57,7 +58,7 @@ log = logging.getLogger("egrl.train")
 # Keys that say how to run, not what: a continued run may differ from its saved config here.
 RUNTIME_KEYS = ("continue_runs", "progress", "resume")
 # Errors that report a mistake in what the user typed, not a bug.
-USER_ERRORS = (ConfigError, ResumeError, CheckpointError, workloads.WorkloadError)
+USER_ERRORS = (ConfigError, ResumeError, CheckpointError, SnapshotError, workloads.WorkloadError)
 
 # ``hydra.run.dir`` is the resumed run's directory when ``resume`` is set.
 if not OmegaConf.has_resolver("first_set"):
@@ -149,6 +150,7 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
         hwmodel=cfg.hwmodel.name,
         workload=cfg.workload.name,
         invalid_reward_scale=cfg.invalid_reward_scale,
+        reward=cfg.get("reward", "egrl"),
         **params,
     )
     trainer = make_agent(env, train_cfg, run_dir)

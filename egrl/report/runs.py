@@ -41,7 +41,9 @@ class Run:
         env: the environment rebuilt from the config.
         checkpoint: the checkpoint the maps were read from.
         maps: int64 ``[M, N, H]``: every evaluated map still in the buffer, oldest first.
-        iteration: int64 ``[M]``: the iteration (1-based hardware evaluation) of each map.
+        iteration: int64 ``[M]``: the paid measurements made when each map was answered
+            (:func:`paid_iterations`; a map answered from the cache shares the iteration
+            of the last paid one).
         source: int64 ``[M]``: index into ``source_names`` of the policy behind each map.
         source_names: names of the policies (``"gnn"``, ``"boltzmann"``, ``"learner"``).
         stored_reward: float32 ``[M]``: the reward the run recorded.
@@ -144,8 +146,28 @@ def env_from_config(cfg: dict) -> Env:
         hwmodel=cfg["hwmodel"]["name"],
         workload=cfg["workload"]["name"],
         invalid_reward_scale=float(cfg.get("invalid_reward_scale", 1.0)),
+        reward=str(cfg.get("reward", "egrl")),
         **(cfg["hwmodel"].get("params") or {}),
     )
+
+
+def paid_iterations(maps: np.ndarray, first: int, deterministic: bool) -> np.ndarray:
+    """int64 ``[M]``: the paid measurements made when each buffered map was answered.
+
+    On a deterministic target whose buffer holds the whole run (``first == 0``) a map was
+    paid at its first occurrence only (the agent's cache answered its repeats), so the
+    count is the number of distinct maps so far. Otherwise (a non-deterministic target,
+    or a buffer that dropped its oldest maps) every map counts as paid from ``first`` on.
+    A run whose cache forgot maps (``cache_size`` below its distinct maps) paid some
+    repeats again; they are counted once here.
+    """
+    if not deterministic or first:
+        return first + np.arange(len(maps), dtype=np.int64) + 1
+    flat = maps.reshape(len(maps), -1)
+    _, index = np.unique(flat, axis=0, return_index=True)
+    new = np.zeros(len(maps), dtype=np.int64)
+    new[index] = 1
+    return np.cumsum(new)
 
 
 def buffer_in_order(state: dict) -> tuple[dict[str, np.ndarray], list[str], int]:
@@ -264,7 +286,7 @@ def load_run(run_dir: str | Path) -> Run:
         env=env,
         checkpoint=ckpt,
         maps=maps,
-        iteration=first + np.arange(len(maps), dtype=np.int64) + 1,
+        iteration=paid_iterations(maps, first, env.deterministic),
         source=arrays["source"],
         source_names=source_names,
         stored_reward=arrays["rewards"],

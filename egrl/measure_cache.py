@@ -1,0 +1,211 @@
+"""Pay once per map: an LRU of hardware measurements keyed by the map's bytes.
+
+On a deterministic target (``Target.deterministic``) measuring a map again returns the
+same answer, so :class:`MeasureCache` answers a map measured before from memory and only
+the new maps of a batch reach the hardware. The key is a 16-byte BLAKE2b digest of the
+map as small integers (int8 when every head has at most 127 choices, else int16), and of
+the policy's probabilities when the target repairs maps from them (its answer then
+depends on both). The value is the target's :class:`~hwmodels.base.Measurement` row:
+the rectified map (stored as small integers), valid, the re-assigned ratio and the
+latency.
+
+:meth:`MeasureCache.answer` answers the longest prefix of a batch that fits a budget of
+paid measurements: cached maps are free, a map repeated inside the batch is measured
+once, and new maps are paid until the budget runs out; the first new map past the
+budget and every map after it are left unanswered (the caller sees a shorter answer, as
+when a batch is cut at the end of the budget). With the cache disabled (a
+non-deterministic target, or ``capacity`` 0) every map is paid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwmodels.base import Measurement
+
+#: bytes of a key (BLAKE2b digest size)
+KEY_BYTES = 16
+
+#: one cached answer: rectified map (small ints ``[N, H]``), valid, reassigned ratio, latency
+Entry = tuple[np.ndarray, bool, float, float]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What :meth:`MeasureCache.answer` gives for the first ``A`` maps of a batch.
+
+    Attributes:
+        measurement: the :class:`Measurement` of the ``A`` answered maps, in batch order.
+        paid: bool ``[A]``: this map reached the hardware (its first occurrence in the
+            batch, not answered from the cache).
+    """
+
+    measurement: Measurement
+    paid: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.paid)
+
+
+def map_dtype(max_choices: int) -> np.dtype:
+    """The smallest signed integer type that holds every choice of a map."""
+    return np.dtype(np.int8 if max_choices <= 127 else np.int16)
+
+
+class MeasureCache:
+    """LRU of at most ``capacity`` measurements of maps int ``[N, H]`` (see the module docstring).
+
+    Args:
+        capacity: most maps remembered; the least recently used is forgotten first.
+            0 disables the cache.
+        max_choices: the most choices of any head (sets the key's integer type).
+        enabled: False for a non-deterministic target: nothing is remembered.
+    """
+
+    def __init__(self, capacity: int, max_choices: int, enabled: bool = True) -> None:
+        if capacity < 0:
+            raise ValueError(f"cache capacity must be >= 0, got {capacity}")
+        self.capacity = int(capacity)
+        self.enabled = bool(enabled) and self.capacity > 0
+        self.dtype = map_dtype(max_choices)
+        self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self, maps: np.ndarray, probs: np.ndarray | None = None) -> list[bytes]:
+        """One key per map of ``maps`` int ``[B, N, H]`` (and its probabilities
+        ``[B, N, H, C]`` if given)."""
+        small = np.ascontiguousarray(maps, dtype=self.dtype)
+        keys = []
+        for b in range(len(small)):
+            digest = hashlib.blake2b(small[b].tobytes(), digest_size=KEY_BYTES)
+            if probs is not None:
+                digest.update(np.ascontiguousarray(probs[b], dtype=np.float64).tobytes())
+            keys.append(digest.digest())
+        return keys
+
+    def answer(
+        self,
+        maps: np.ndarray,
+        probs: np.ndarray | None,
+        measure: Callable[[np.ndarray, np.ndarray | None], Measurement],
+        budget: int,
+    ) -> Answer:
+        """Answer the longest prefix of ``maps`` int64 ``[B, N, H]`` within ``budget`` paid maps.
+
+        Args:
+            maps: the batch, already checked.
+            probs: ``None`` or float ``[B, N, H, C]``, handed to ``measure`` (and part of
+                the key) with the maps it belongs to.
+            measure: ``measure(maps [M, N, H], probs [M, N, H, C] | None) -> Measurement``,
+                called once with the new distinct maps (not called when there are none).
+            budget: the most maps that may be paid.
+        """
+        budget = max(int(budget), 0)
+        if not self.enabled:
+            todo = np.arange(min(len(maps), budget))
+            m = self._measure(measure, maps, probs, todo)
+            return Answer(m, np.ones(len(todo), dtype=bool))
+        keys = self.keys(maps, probs)
+        known: dict[bytes, Entry] = {}
+        todo: list[int] = []
+        answered = len(maps)
+        for i, key in enumerate(keys):
+            if key in known:
+                continue
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                known[key] = entry
+            elif len(todo) < budget:
+                known[key] = None  # measured below
+                todo.append(i)
+            else:
+                answered = i
+                break
+        m = self._measure(measure, maps, probs, np.array(todo, dtype=np.int64))
+        for j, i in enumerate(todo):
+            entry = (
+                m.rectified[j].astype(self.dtype),
+                bool(m.valid[j]),
+                float(m.reassigned_ratio[j]),
+                float(m.latency_s[j]),
+            )
+            known[keys[i]] = entry
+            self._put(keys[i], entry)
+        paid = np.zeros(answered, dtype=bool)
+        paid[todo] = True
+        return Answer(self._assemble([known[k] for k in keys[:answered]], maps.shape[1:]), paid)
+
+    @staticmethod
+    def _measure(measure, maps, probs, todo: np.ndarray) -> Measurement:
+        if len(todo) == 0:
+            n, h = maps.shape[1:]
+            return Measurement(np.zeros((0, n, h), np.int64), np.zeros(0, bool), *np.zeros((2, 0)))
+        return measure(maps[todo], None if probs is None else probs[todo])
+
+    @staticmethod
+    def _assemble(entries: list[Entry], shape: tuple[int, ...]) -> Measurement:
+        """A :class:`Measurement` ``[A]`` from ``A`` entries."""
+        if not entries:
+            return Measurement(
+                np.zeros((0, *shape), np.int64), np.zeros(0, bool), *np.zeros((2, 0))
+            )
+        rectified, valid, ratio, latency = zip(*entries)
+        return Measurement(
+            rectified=np.stack(rectified).astype(np.int64),
+            valid=np.array(valid, dtype=bool),
+            reassigned_ratio=np.array(ratio, dtype=np.float64),
+            latency_s=np.array(latency, dtype=np.float64),
+        )
+
+    def _put(self, key: bytes, entry: Entry) -> None:
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """The entries as arrays, least recently used first (for :mod:`egrl.checkpoint`).
+
+        ``keys`` uint8 ``[M, 16]``, ``rectified`` small int ``[M, N, H]``, ``valid`` bool
+        ``[M]``, ``reassigned_ratio`` and ``latency_s`` float64 ``[M]``.
+        """
+        if not self._entries:
+            return {"size": 0}
+        rectified, valid, ratio, latency = zip(*self._entries.values())
+        keys = np.frombuffer(b"".join(self._entries), dtype=np.uint8).reshape(-1, KEY_BYTES)
+        return {
+            "size": len(self._entries),
+            "keys": keys.copy(),
+            "rectified": np.stack(rectified),
+            "valid": np.array(valid, dtype=bool),
+            "reassigned_ratio": np.array(ratio, dtype=np.float64),
+            "latency_s": np.array(latency, dtype=np.float64),
+        }
+
+    def load_state_dict(self, state: dict | None) -> None:
+        """Inverse of :meth:`state_dict` (``None``, from a checkpoint without a cache: empty).
+
+        Only the ``capacity`` most recently used entries are kept.
+        """
+        self._entries.clear()
+        if not state or not int(state["size"]):
+            return
+        keys = np.asarray(state["keys"], dtype=np.uint8)
+        rectified = np.asarray(state["rectified"]).astype(self.dtype)
+        for i in range(len(keys)):
+            entry = (
+                rectified[i],
+                bool(state["valid"][i]),
+                float(state["reassigned_ratio"][i]),
+                float(state["latency_s"][i]),
+            )
+            self._put(keys[i].tobytes(), entry)

@@ -1,0 +1,126 @@
+"""Fine-tuning: init_from starts a run's GNN policies from a trained policy."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from egrl import make_env
+from egrl.init_from import check_fits, read_policy
+from egrl.trainer import Trainer
+from egrl.transfer import SnapshotError, list_snapshots, load_actor
+from tests.nnpi_workloads import residual
+from tests.test_cli import assert_refused, egrl_train
+from tests.test_trainer import KIB, small_config, small_env
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A short EGRL run on the small workload, with policy snapshots and checkpoints."""
+    run_dir = tmp_path_factory.mktemp("trained")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    Trainer(small_env(), replace(small_config(seed=1, budget=120), snapshot_every=1), run_dir).run()
+    torch.set_num_threads(threads)
+    return run_dir
+
+
+def greedy(actor, graph) -> np.ndarray:
+    with torch.no_grad():
+        return actor.log_distribution(graph).argmax(dim=-1).cpu().numpy()
+
+
+def first_maps(trainer: Trainer) -> np.ndarray:
+    """The population's maps of the first generation, int64 ``[P, N, H]``."""
+    maps, _ = trainer.population.act(trainer.graph, torch.Generator().manual_seed(0))
+    return maps.numpy()
+
+
+def test_init_from_a_run_starts_from_its_newest_snapshot(trained):
+    env = small_env()
+    newest = list_snapshots(trained)[-1]
+    tuned = Trainer(env, replace(small_config(), init_from=str(trained)))
+    fresh = Trainer(small_env(), small_config())
+    maps = first_maps(tuned)
+    champion = greedy(load_actor(newest, "champion"), env.graph)
+    np.testing.assert_array_equal(maps[0], champion)
+    assert not np.array_equal(first_maps(fresh)[0], maps[0])
+    learner = greedy(tuned.portfolio.learners[0].actor, env.graph)
+    np.testing.assert_array_equal(learner, greedy(load_actor(newest, "learner"), env.graph))
+    tuned.run()
+    assert tuned.iterations == tuned.cfg.budget
+
+
+def test_init_from_a_checkpoint_and_on_another_workload(trained):
+    ckpt = sorted((trained / "checkpoints").glob("gen_??????"))[-1]
+    policy = read_policy(ckpt)
+    assert set(policy.weights) == {"learner", "champion"}
+    other = make_env(
+        "nnpi",
+        residual(6, act_bytes=96 * KIB, weight_bytes=500 * KIB, macs=1_000_000),
+        sram_mib=1.0,
+        llc_mib=2.0,
+    )
+    tuned = Trainer(other, replace(small_config(), init_from=str(ckpt)))
+    actor = tuned.portfolio.learners[0].actor
+    for name, value in actor.state_dict().items():
+        assert torch.equal(value, policy.weights["learner"][name]), name
+
+
+def test_unfit_or_missing_policies_are_named(trained, tmp_path):
+    policy = read_policy(trained)
+    sizes = {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
+    with pytest.raises(SnapshotError, match=r"heads have \[3, 3\] choices, this run's \[3, 4\]"):
+        check_fits(policy, policy.in_dim, [3, 4], sizes)
+    with pytest.raises(SnapshotError, match="with 19 features, this run's have 7"):
+        check_fits(policy, 7, [3, 3], sizes)
+    with pytest.raises(SnapshotError, match="add policy.hidden=16 policy.out=16"):
+        check_fits(policy, policy.in_dim, [3, 3], {**sizes, "hidden": 32})
+    with pytest.raises(SnapshotError, match="no such file or directory"):
+        read_policy(tmp_path / "missing")
+    with pytest.raises(SnapshotError, match="no policy snapshot"):
+        read_policy(tmp_path)
+
+
+def test_egrl_train_refuses_a_bad_init_from_before_any_directory(tmp_path):
+    missing = tmp_path / "missing"
+    work = tmp_path / "work"
+    work.mkdir()
+    out = egrl_train(f"init_from={missing}", cwd=work)
+    assert_refused(out, f"init_from={missing} is invalid: no such file or directory")
+    assert list(work.iterdir()) == []
+
+
+def test_the_check_names_agents_without_gnns_and_unfit_policies(trained):
+    from egrl.cli.checks import init_from_problem
+
+    task = {
+        "init_from": str(trained),
+        "agent": {"name": "egrl"},
+        "hwmodel": {"name": "nnpi", "params": {}},
+        "workload": {"name": "resnet50"},
+        "policy": {"hidden": 128, "out": 128, "depth": 4, "heads": 4},
+    }
+    line = init_from_problem(task)
+    assert line.startswith(f"init_from={trained}/policies/iter_") and "add policy.hidden=16" in line
+    assert (
+        init_from_problem({**task, "policy": {"hidden": 16, "out": 16, "depth": 2, "heads": 2}})
+        is None
+    )
+    line = init_from_problem({**task, "agent": {"name": "sa"}})
+    assert (
+        line
+        == f"init_from={trained} is invalid: agent 'sa' has no GNN policy to start from it (egrl, ea and pg have)"
+    )

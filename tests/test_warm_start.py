@@ -1,0 +1,105 @@
+"""Warm starts: agent.start puts a map into every agent's first proposals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from egrl.agents import make_agent
+from egrl.config import AgentConfig, TrainConfig
+from egrl.trainer import Trainer
+from egrl.warm_start import imitate
+from policies import GraphUNetActor, seeded_init
+from tests.test_trainer import small_config, small_env
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def greedy(actor, graph) -> np.ndarray:
+    with torch.no_grad():
+        return actor.log_distribution(graph).argmax(dim=-1).numpy()
+
+
+@pytest.mark.parametrize("name", ["egrl", "ea"])
+def test_native_start_never_leaves_the_champion_below_the_compiler(name):
+    env = small_env()
+    cfg = small_config(budget=200, name=name, use_learner=name == "egrl")
+    cfg.agent.options = {"start": "native"}
+    trainer = Trainer(env, cfg)
+    pop = trainer.population
+    # One chromosome proposes the compiler's map; the first two GNN members act it greedily.
+    row = pop.indices("boltzmann")[0]
+    maps, _ = pop.act(trainer.graph, torch.Generator().manual_seed(0))
+    np.testing.assert_array_equal(maps[row].numpy(), env.baseline_mapping)
+    for i in pop.indices("gnn")[:2]:
+        np.testing.assert_array_equal(greedy(pop.gnn(int(i)), trainer.graph), env.baseline_mapping)
+    trainer.step()
+    assert trainer.best.speedup >= 1.0
+    assert pop.fitness[pop.champion()[0]] >= 1.0  # reward = speedup ** 2
+    trainer.run()
+    assert trainer.best.speedup >= 1.0
+
+
+def test_the_default_start_is_the_papers_and_leaves_members_untouched():
+    env = small_env()
+    fresh = Trainer(env, small_config(budget=50))
+    native = small_config(budget=50)
+    native.agent.options = {"start": "native"}
+    warm = Trainer(small_env(), native)
+    assert fresh.start == "initial"
+    a, b = fresh.population.gnn(0), warm.population.gnn(0)
+    assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    # Members past start_gnns are the same as a fresh run's.
+    c, d = fresh.population.gnn(3), warm.population.gnn(3)
+    assert all(torch.equal(x, y) for x, y in zip(c.parameters(), d.parameters()))
+
+
+def test_pg_start_teaches_the_learner():
+    env = small_env()
+    cfg = small_config(budget=50, name="pg", use_population=False)
+    cfg.agent.options = {"start": "fallback"}
+    trainer = Trainer(env, cfg)
+    actor = trainer.portfolio.learners[0].actor
+    np.testing.assert_array_equal(greedy(actor, trainer.graph), env.fallback_mapping)
+
+
+def test_imitate_reaches_the_map_and_reports_its_accuracy():
+    env = small_env()
+    actor = seeded_init(
+        0, lambda: GraphUNetActor(env.graph.x.shape[1], list(env.num_choices), 16, 16, 2, 2)
+    )
+    target = env.random_mappings(1, np.random.default_rng(0))[0]
+    assert imitate(actor, env.graph, target, steps=0) < 1.0
+    assert imitate(actor, env.graph, target, steps=300) == 1.0
+    np.testing.assert_array_equal(greedy(actor, env.graph), target)
+
+
+@pytest.mark.parametrize("name", ["ga", "sa", "greedy-dp", "nevergrad"])
+def test_native_start_of_the_baselines_measures_the_compilers_map_first(name):
+    if name == "nevergrad":
+        pytest.importorskip("nevergrad")
+    env = small_env()
+    options = {"ga": {"population": 8}, "sa": {"chains": 2}, "greedy-dp": {}, "nevergrad": {}}
+    options = options[name]
+    cfg = TrainConfig(
+        budget=40,
+        progress=False,
+        agent=AgentConfig(name=name, options={**options, "start": "native"}),
+    )
+    agent = make_agent(env, cfg)
+    agent.step()
+    assert agent.best.speedup >= 1.0
+
+
+def test_an_unknown_start_names_the_agent():
+    cfg = small_config(budget=10)
+    cfg.agent.options = {"start": "sram"}
+    with pytest.raises(ValueError, match="agent 'egrl': option start"):
+        Trainer(small_env(), cfg)
