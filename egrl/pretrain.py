@@ -39,7 +39,7 @@ from typing import Any
 
 from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
-from egrl.env import Env
+from egrl.env import REWARDS, Env
 from egrl.sac import SACDiscrete
 from egrl.trainer import Trainer
 from egrl.transfer import (
@@ -71,6 +71,8 @@ class PretrainConfig:
         snapshot_every: generations between actor snapshots (the last one is always taken).
         checkpoint_every: generations between checkpoints (the last one is always written).
         keep_checkpoints: how many of the newest checkpoints are kept.
+        reward: how the envs score repaired maps (``egrl`` or ``repaired``,
+            :data:`egrl.env.REWARDS`), as ``reward`` of ``egrl-train``.
         samples: sampled maps per zero-shot evaluation besides the greedy map.
         policy: Graph U-Net sizes; ``learner``: SAC and rollout settings
             (``rollouts`` noisy and ``clean_rollouts`` greedy maps per workload and
@@ -84,6 +86,7 @@ class PretrainConfig:
     hwmodel: str = "nnpi"
     hw_params: dict = field(default_factory=dict)
     invalid_reward_scale: float = 1.0
+    reward: str = "egrl"
     snapshot_every: int = 10
     checkpoint_every: int = 5
     keep_checkpoints: int = 3
@@ -106,6 +109,8 @@ class PretrainConfig:
             raise ValueError(f"training workloads repeat: {self.train}")
         if self.budget < 1:
             raise ValueError(f"budget must be >= 1, got {self.budget}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {REWARDS}")
         if self.learner.num_learners != 1:
             raise ValueError(
                 f"pretraining trains one learner, got learner.num_learners={self.learner.num_learners}"
@@ -116,7 +121,11 @@ class PretrainConfig:
     @property
     def run_info(self) -> RunInfo:
         return RunInfo(
-            tuple(self.train), self.hwmodel, dict(self.hw_params), self.invalid_reward_scale
+            tuple(self.train),
+            self.hwmodel,
+            dict(self.hw_params),
+            self.invalid_reward_scale,
+            self.reward,
         )
 
     def train_config(self) -> TrainConfig:
@@ -130,6 +139,7 @@ class PretrainConfig:
             keep_checkpoints=self.keep_checkpoints,
             snapshot_every=self.snapshot_every,
             invalid_reward_scale=self.invalid_reward_scale,
+            reward=self.reward,
             progress=self.progress,
             agent=AgentConfig(name="pretrain", use_population=False, migration=False),
             policy=self.policy,

@@ -4,14 +4,18 @@ Each model is instantiated from its ``transformers`` config class with random we
 (``torch.manual_seed`` fixed, eval mode, eager attention where the model has a choice, so
 attention shows up as matmul / softmax), exported through
 :func:`workloads.from_torch` at int8 (1 byte per element) and written as gzipped
-compact JSON to ``workloads/zoo/<name>.json.gz``. Needs the optional extra ``zoo``
-(``pip install -e .[zoo]``); loading the zoo afterwards needs nothing.
+compact JSON to ``workloads/zoo/<name>.json.gz``. With ``--granularity op`` the same
+export keeps every compute op its own node (no fusion, see :mod:`workloads.fusion`) and
+goes to ``workloads/zoo/unfused/<name>.json.gz``, loaded as ``<name>@op``. Needs the
+optional extra ``zoo`` (``pip install -e .[zoo]``); loading the zoo afterwards needs
+nothing.
 
 Usage::
 
     python scripts/build_zoo.py                 # build every model
     python scripts/build_zoo.py resnet50 gpt2   # build some
     python scripts/build_zoo.py --check         # re-import and compare with the shipped files
+    python scripts/build_zoo.py --granularity op bert-base   # op granularity, zoo/unfused/
     python scripts/build_zoo.py --list          # names, families, sources
 """
 
@@ -29,7 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from workloads import Workload, from_torch  # noqa: E402
-from workloads.zoo import SUFFIX, ZOO_DIR  # noqa: E402
+from workloads.fusion import GRANULARITIES  # noqa: E402
+from workloads.zoo import DEFAULT_GRANULARITY, GRANULARITY_DIRS, SUFFIX, zoo_name  # noqa: E402
 
 log = logging.getLogger("build_zoo")
 
@@ -184,12 +189,16 @@ MODELS: dict[str, ZooModel] = {
 }
 
 
-def import_model(spec: ZooModel) -> Workload:
-    """Build ``spec``'s model and import it; provenance goes into ``meta``."""
+def import_model(spec: ZooModel, granularity: str = DEFAULT_GRANULARITY) -> Workload:
+    """Build ``spec``'s model and import it at ``granularity``; provenance goes into ``meta``.
+
+    The workload is named as :func:`workloads.load` takes it (``bert-base@op``).
+    """
     import transformers
 
     model, args = spec.build()
-    workload = from_torch(model, args, name=spec.name)
+    name = zoo_name(spec.name, granularity)
+    workload = from_torch(model, args, name=name, granularity=granularity)
     workload.meta.update(
         family=spec.family,
         source_class=f"transformers.{spec.model_class}",
@@ -208,12 +217,13 @@ def _comparable(workload: Workload) -> dict:
     return data
 
 
-def check(spec: ZooModel, out_dir: Path) -> list[str]:
+def check(spec: ZooModel, out_dir: Path, granularity: str = DEFAULT_GRANULARITY) -> list[str]:
     """Differences between a fresh import of ``spec`` and its shipped file (empty if none)."""
     path = out_dir / f"{spec.name}{SUFFIX}"
     if not path.exists():
         return [f"{spec.name}: {path} is missing"]
-    fresh, shipped = _comparable(import_model(spec)), _comparable(Workload.load(path))
+    fresh = _comparable(import_model(spec, granularity))
+    shipped = _comparable(Workload.load(path))
     problems = [
         f"{spec.name}: {key} differs"
         for key in fresh
@@ -236,8 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="models to build (default: all)")
     parser.add_argument("--check", action="store_true", help="compare with shipped files")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
-    parser.add_argument("--out", type=Path, default=ZOO_DIR, help="zoo directory")
+    parser.add_argument(
+        "--granularity",
+        choices=GRANULARITIES,
+        default=DEFAULT_GRANULARITY,
+        help="layer: fused layers (zoo/); op: one node per compute op (zoo/unfused/)",
+    )
+    parser.add_argument("--out", type=Path, help="zoo directory (default: the granularity's)")
     args = parser.parse_args(argv)
+    args.out = args.out or GRANULARITY_DIRS[args.granularity]
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     unknown = sorted(set(args.names) - set(MODELS))
     if unknown:
@@ -248,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%-18s %-12s transformers.%s", s.name, s.family, s.model_class)
         return 0
     if args.check:
-        problems = [p for s in specs for p in check(s, args.out)]
+        problems = [p for s in specs for p in check(s, args.out, args.granularity)]
         for p in problems:
             log.error(p)
         log.info("%d models checked, %d problems", len(specs), len(problems))
@@ -257,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         try:
-            workload = import_model(spec)
+            workload = import_model(spec, args.granularity)
         except Exception as exc:  # report and go on: one model must not stop the zoo
             log.error("%s: export failed: %s", spec.name, exc)
             failed.append(spec.name)

@@ -223,3 +223,68 @@ def test_duplicate_value_names_are_rejected():
 def test_all_constant_graph_is_empty():
     with pytest.raises(WorkloadError, match="empty"):
         fuse([op("a", "const"), op("b", "eltwise", ["a"])], [], "consts")
+
+
+# --- op granularity -------------------------------------------------------------------
+
+
+def _totals(w) -> tuple[int, int, int]:
+    return int(w.macs.sum()), int(w.total_weight_bytes), int(sum(n.vector_ops for n in w.nodes))
+
+
+def test_op_granularity_keeps_every_compute_op_a_node():
+    ops = [
+        op("conv", "conv", ["x"], params={"w": 576, "b": 8}, macs=4608, groups=1),
+        op("bn", "eltwise", ["conv"], params={"gamma": 8, "beta": 8}),
+        op("relu", "eltwise", ["bn"]),
+        op("add", "eltwise", ["relu", "y"]),
+    ]
+    layer = fuse(ops, inputs("x", "y"), "block")
+    w = fuse(ops, inputs("x", "y"), "block", granularity="op")
+    assert w.node_names == ["conv", "bn", "relu", "add"]
+    assert w.op_types == ["conv", "eltwise", "eltwise", "eltwise"]
+    assert [n.inputs for n in w.nodes] == [["x"], ["conv"], ["bn"], ["relu", "y"]]
+    assert w.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+    assert [n.weight_bytes for n in w.nodes] == [584, 16, 0, 0]
+    assert _totals(w) == _totals(layer)
+    assert w.meta["fusion"]["granularity"] == "op"
+    assert w.meta["fusion"]["internal_reads"] == 0
+    assert "granularity" not in layer.meta["fusion"]  # the default leaves meta as it was
+
+
+def test_op_granularity_keeps_consecutive_layouts_apart():
+    ops = [
+        op("k", "linear", ["x"], shape=SEQ, params={"wk": 32 * 32}),
+        op("split", "alias", ["k"], shape=(1, 16, 2, 16)),
+        op("perm", "layout", ["split"], shape=(1, 2, 16, 16)),
+        op("kt", "layout", ["perm"], shape=(1, 2, 16, 16)),
+    ]
+    w = fuse(ops, inputs("x", shape=SEQ), "k", granularity="op")
+    assert w.op_types == ["linear", "layout", "layout"]
+    assert w.nodes[1].inputs == ["k"]  # the alias vanished: perm reads the linear
+    assert w.meta["fusion"]["folded"] == {"alias": 1}
+
+
+def test_op_granularity_still_folds_constants_weight_values_and_aliases():
+    scores = (1, 2, 16, 16)
+    ops = [
+        op("pos", "const", shape=(16,)),
+        op("mask", "eltwise", ["pos"], shape=(1, 1, 16, 16)),
+        op("cls", "alias", [], shape=(1, 1, 32), params={"cls_token": 32}),
+        op("qk", "matmul", ["q", "k"], shape=scores, macs=2 * 16 * 16 * 8),
+        op("view", "alias", ["qk"], shape=scores),
+        op("masked", "eltwise", ["view", "mask"], shape=scores),
+        op("soft", "softmax", ["masked"], shape=scores, params={"cls_token": 32}),
+    ]
+    layer = fuse(ops, inputs("q", "k", shape=(1, 2, 16, 8)), "attn")
+    w = fuse(ops, inputs("q", "k", shape=(1, 2, 16, 8)), "attn", granularity="op")
+    assert w.node_names == ["qk", "masked", "soft"]
+    assert w.nodes[1].inputs == ["qk"]
+    assert w.meta["fusion"]["folded"] == {"alias": 1, "const": 2, "weight_only": 1}
+    assert _totals(w) == _totals(layer)
+    assert w.meta["fusion"]["parameter_elements"] == layer.meta["fusion"]["parameter_elements"]
+
+
+def test_unknown_granularity_is_an_error():
+    with pytest.raises(WorkloadError, match="unknown granularity 'ops'"):
+        fuse([op("a", "conv", ["x"])], inputs("x"), "g", granularity="ops")

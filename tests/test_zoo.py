@@ -73,3 +73,43 @@ def test_load_by_path(tmp_path):
     path = tmp_path / "mine.json.gz"
     workloads.load("resnet18").save(path)
     assert workloads.load(path).to_dict() == workloads.load("resnet18").to_dict()
+
+
+# --- op granularity (zoo/unfused/) ---------------------------------------------------
+
+OP_NAMES = workloads.names(granularity="op")
+
+
+def test_op_zoo_holds_the_partitioning_models():
+    assert {"bert-base@op", "bert-large@op", "resnet50@op", "gpt2@op"} <= set(OP_NAMES)
+    assert all("@" not in n for n in NAMES)  # the plain names stay the fused zoo
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_op_workload_matches_its_fused_model(name):
+    op, layer = workloads.load(name), workloads.load(name.split("@")[0])
+    assert op.name == name and op.meta["fusion"]["granularity"] == "op"
+    assert op.features.shape == (op.num_nodes, len(FEATURE_NAMES))
+    assert set(op.op_types) <= set(OP_TYPES)
+    assert (op.edge_index[0] < op.edge_index[1]).all()
+    assert op.num_nodes > layer.num_nodes
+    assert all(len(n.fused) == 1 for n in op.nodes)
+    assert op.macs.sum() == layer.macs.sum()
+    assert op.vector_ops.sum() == layer.vector_ops.sum()
+    assert op.total_weight_bytes == layer.total_weight_bytes == op.meta["parameters"]
+    assert sorted(m for n in layer.nodes for m in n.fused) == sorted(op.node_names)
+    sinks = set(range(op.num_nodes)) - set(op.edge_index[0].tolist())
+    assert sinks == {op.num_nodes - 1}
+
+
+def test_layer_suffix_names_the_fused_zoo():
+    assert workloads.load("bert-base@layer") is workloads.load("bert-base")
+
+
+def test_op_names_that_are_not_built_are_errors():
+    with pytest.raises(WorkloadError, match="'resnet18' is not built at op granularity"):
+        workloads.load("resnet18@op")
+    with pytest.raises(WorkloadError, match="unknown granularity 'ops'"):
+        workloads.load("bert-base@ops")
+    with pytest.raises(WorkloadError, match="unknown granularity"):
+        workloads.names(granularity="ops")

@@ -3,6 +3,7 @@
 >>> import workloads
 >>> workloads.names()[:3]
 >>> w = workloads.load("resnet50")
+>>> workloads.load("bert-base@op").num_nodes  # op granularity, see workloads.zoo
 >>> w.num_nodes, w.features.shape
 >>> workloads.datasets.split("mcm87")["test"][:2]  # named datasets, see workloads.datasets
 """
@@ -15,24 +16,36 @@ from workloads.ir import FEATURE_NAMES, OP_TYPES, Node, TensorInfo, Workload
 from workloads.zoo import load, names
 
 
-def from_torch(module, example_inputs, name: str | None = None, dtype_bytes: int = 1) -> Workload:
+def from_torch(
+    module,
+    example_inputs,
+    name: str | None = None,
+    dtype_bytes: int = 1,
+    granularity: str = "layer",
+) -> Workload:
     """Import a ``torch.nn.Module`` by exporting it with ``torch.export`` and fusing it.
 
-    See :func:`workloads.torch_import.from_torch`.
+    ``granularity="op"`` keeps every compute op its own node. See
+    :func:`workloads.torch_import.from_torch`.
     """
     from workloads.torch_import import from_torch as _from_torch
 
-    return _from_torch(module, example_inputs, name=name, dtype_bytes=dtype_bytes)
+    return _from_torch(
+        module, example_inputs, name=name, dtype_bytes=dtype_bytes, granularity=granularity
+    )
 
 
-def from_onnx(path, name: str | None = None, dtype_bytes: int | None = None) -> Workload:
+def from_onnx(
+    path, name: str | None = None, dtype_bytes: int | None = None, granularity: str = "layer"
+) -> Workload:
     """Import an ONNX file (shapes inferred with ONNX shape inference) and fuse it.
 
-    See :func:`workloads.onnx_import.from_onnx`.
+    ``granularity="op"`` keeps every compute op its own node. See
+    :func:`workloads.onnx_import.from_onnx`.
     """
     from workloads.onnx_import import from_onnx as _from_onnx
 
-    return _from_onnx(path, name=name, dtype_bytes=dtype_bytes)
+    return _from_onnx(path, name=name, dtype_bytes=dtype_bytes, granularity=granularity)
 
 
 __all__ = [

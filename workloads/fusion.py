@@ -29,6 +29,14 @@ rules (also in ``docs/workloads.md``, where they are part of the specification):
 
 Nodes are emitted in creation order, which is topological: every input of a node comes
 from a node created before it (rule 5 only joins the latest producer).
+
+**Granularity.** The rules above are ``granularity="layer"``, the default. With
+``granularity="op"`` rules 1 to 3 and 6 hold (constants, weight-only values and aliases
+move no data, so they still make no node) but nothing joins an existing node: rule 4's
+layout collapse and rule 5 are off, so every remaining compute op is its own node (an
+eltwise or layout op is an ``eltwise`` / ``layout`` node). MACs, vector ops and weight
+bytes add up to the same totals at both granularities; the op graph has no internal
+reads. ``meta["fusion"]["granularity"]`` is recorded for ``"op"`` only.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ from workloads.rawgraph import ANCHOR_KINDS, KINDS, RawOp
 
 #: Kinds whose output is folded into a weight value when only parameters feed them.
 _WEIGHT_FOLDABLE = ("alias", "eltwise", "layout")
+#: ``"layer"``: fuse source ops into mappable layers; ``"op"``: one node per compute op.
+GRANULARITIES = ("layer", "op")
 
 
 @dataclass
@@ -75,8 +85,9 @@ def fuse(
     name: str,
     dtype_bytes: int = 1,
     meta: dict | None = None,
+    granularity: str = "layer",
 ) -> Workload:
-    """Fuse source ops into mappable layers.
+    """Fuse source ops into mappable layers (or, at ``granularity="op"``, one node per op).
 
     Args:
         raw_ops: the source ops in a topological (execution) order.
@@ -85,17 +96,21 @@ def fuse(
         dtype_bytes: bytes per element of weights and activations (1: int8).
         meta: provenance to store; ``meta["fusion"]`` is added (folded ops per kind,
             internal reads, unique parameter elements).
+        granularity: ``"layer"`` (rules 1 to 7) or ``"op"`` (no op joins another's
+            node); see the module docstring.
 
     Returns:
         The fused :class:`Workload`.
 
     Raises:
         WorkloadError: an op has an unknown kind, repeats a name, or reads a value
-            that no earlier op or graph input produces; or the fused graph is empty.
+            that no earlier op or graph input produces; the fused graph is empty; or
+            ``granularity`` is not one of :data:`GRANULARITIES`.
     """
+    check_granularity(granularity)
     shapes = _check_ops(raw_ops, graph_inputs, name)
     classified = _classify(raw_ops)
-    groups, owner, folded = _group(classified)
+    groups, owner, folded = _group(classified, fuse_ops=granularity == "layer")
     nodes, internal_reads = _emit(groups, owner, shapes, dtype_bytes)
     meta = dict(meta or {})
     charged = [g.params for g in groups]
@@ -106,7 +121,17 @@ def fuse(
         "internal_reads": internal_reads,
         "parameter_elements": int(sum(sum(p.values()) for p in charged)),
     }
+    if granularity != "layer":  # absent at the default: layer workloads stay as they were
+        meta["fusion"]["granularity"] = granularity
     return Workload(name, nodes, graph_inputs, dtype_bytes=dtype_bytes, meta=meta)
+
+
+def check_granularity(granularity: str) -> None:
+    """Raise :class:`WorkloadError` unless ``granularity`` is one of :data:`GRANULARITIES`."""
+    if granularity not in GRANULARITIES:
+        raise WorkloadError(
+            f"unknown granularity {granularity!r}; expected one of {', '.join(GRANULARITIES)}"
+        )
 
 
 def _check_ops(
@@ -162,15 +187,24 @@ def _classify(raw_ops: Sequence[RawOp]) -> _Classified:
     return _Classified(live, resolve, consumers, folded)
 
 
-def _group(classified: _Classified) -> tuple[list[_Group], dict[str, int], Counter]:
-    """Second pass: assign every live op to a node; return groups, owner map, folds."""
+def _group(
+    classified: _Classified, fuse_ops: bool = True
+) -> tuple[list[_Group], dict[str, int], Counter]:
+    """Second pass: assign every live op to a node; return groups, owner map, folds.
+
+    With ``fuse_ops`` False (op granularity) every live op starts its own node.
+    """
     groups: list[_Group] = []
     owner: dict[str, int] = {}  # live value -> index of the group computing it
     read_outside: set[str] = set()  # values read by a group other than their owner
     charged: set[str] = set()
     folded: Counter = Counter()
     for op, live_in, params in classified.live:
-        target = _target_group(op, live_in, groups, owner, read_outside, classified.consumers)
+        target = (
+            _target_group(op, live_in, groups, owner, read_outside, classified.consumers)
+            if fuse_ops
+            else None
+        )
         if target is None:
             op_type = op.kind if op.kind in ANCHOR_KINDS else "eltwise"
             if op_type == "matmul" and params:

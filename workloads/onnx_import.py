@@ -91,7 +91,10 @@ class RawImport:
 
 
 def from_onnx(
-    path: str | Path | onnx.ModelProto, name: str | None = None, dtype_bytes: int | None = None
+    path: str | Path | onnx.ModelProto,
+    name: str | None = None,
+    dtype_bytes: int | None = None,
+    granularity: str = "layer",
 ) -> Workload:
     """Import an ONNX model file (or an in-memory ``ModelProto``) and fuse it into layers.
 
@@ -99,19 +102,29 @@ def from_onnx(
         path: the ``.onnx`` file, or a loaded ``onnx.ModelProto``.
         name: workload name; the file's stem (or the graph's name) if ``None``.
         dtype_bytes: bytes per element; ``None`` follows the rule in the module docstring.
+        granularity: ``"layer"`` (fused layers) or ``"op"`` (one node per compute op),
+            see :mod:`workloads.fusion`.
 
     Raises:
         UnsupportedOperatorError: an op without a rule in :mod:`workloads.onnx_ops`.
         MissingShapeError: a tensor whose shape is unknown or symbolic after inference.
         WorkloadError: a cyclic or empty graph, a dangling input, or an unreadable file.
     """
-    from workloads.fusion import fuse
+    from workloads.fusion import check_granularity, fuse
 
+    check_granularity(granularity)
     model, source = load_model(path)
     raw = translate(model, source, dtype_bytes)
     if name is None:
         name = Path(path).stem if not isinstance(path, onnx.ModelProto) else _graph_name(model)
-    return fuse(raw.raw_ops, raw.graph_inputs, name, dtype_bytes=raw.dtype_bytes, meta=raw.meta)
+    return fuse(
+        raw.raw_ops,
+        raw.graph_inputs,
+        name,
+        dtype_bytes=raw.dtype_bytes,
+        meta=raw.meta,
+        granularity=granularity,
+    )
 
 
 def load_model(path: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:

@@ -32,7 +32,7 @@ from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
 from workloads.errors import UnsupportedOperatorError, WorkloadError
-from workloads.fusion import fuse
+from workloads.fusion import check_granularity, fuse
 from workloads.ir import TensorInfo, Workload
 from workloads.rawgraph import RawOp
 from workloads.torch_ops import SKIP, lookup, numel, op_name, rule_key, shape_of
@@ -48,6 +48,7 @@ def from_torch(
     example_inputs,
     name: str | None = None,
     dtype_bytes: int = 1,
+    granularity: str = "layer",
 ) -> Workload:
     """Export ``module`` on ``example_inputs`` and fuse it into a workload.
 
@@ -57,12 +58,16 @@ def from_torch(
             every shape of the workload (batch included).
         name: workload name; the module's class name if None.
         dtype_bytes: bytes per element of weights and activations (1: int8).
+        granularity: ``"layer"`` (fused layers) or ``"op"`` (one node per compute op),
+            see :mod:`workloads.fusion`.
 
     Raises:
         UnsupportedOperatorError: an ATen op without a rule in
             :data:`workloads.torch_ops.TORCH_RULES`.
-        WorkloadError: ``torch.export`` failed, or the fused graph is malformed.
+        WorkloadError: ``torch.export`` failed, the fused graph is malformed, or
+            ``granularity`` is unknown.
     """
+    check_granularity(granularity)
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     name = name or type(module).__name__
     program = export(module, args, name)
@@ -74,7 +79,9 @@ def from_torch(
         "module_parameters": int(sum(p.numel() for p in module.parameters())),
         "input_shapes": {t.name: list(t.shape) for t in graph_inputs},
     }
-    return fuse(raw_ops, graph_inputs, name, dtype_bytes=dtype_bytes, meta=meta)
+    return fuse(
+        raw_ops, graph_inputs, name, dtype_bytes=dtype_bytes, meta=meta, granularity=granularity
+    )
 
 
 def export(module: torch.nn.Module, args: tuple, name: str) -> torch.export.ExportedProgram:

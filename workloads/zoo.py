@@ -6,6 +6,12 @@ through :func:`workloads.from_torch`; loading them needs neither a download nor 
 model library. :func:`load` also reads the user's own files: an ONNX model (imported
 with :func:`workloads.from_onnx`) or a workload saved by :meth:`Workload.save`
 (``.json`` or ``.json.gz``).
+
+Granularity: the zoo ships each model fused into layers (``zoo/<name>.json.gz``, the
+default) and some models also at op granularity, one node per compute op
+(``zoo/unfused/<name>.json.gz``, ``scripts/build_zoo.py --granularity op``). A name
+``<model>@<granularity>`` picks one (``"bert-base@op"``); ``"bert-base@layer"`` is
+``"bert-base"``. Such a name is accepted wherever a workload name is.
 """
 
 from __future__ import annotations
@@ -18,6 +24,13 @@ from workloads.errors import WorkloadError
 from workloads.ir import Workload
 
 ZOO_DIR = Path(__file__).resolve().parent / "zoo"
+#: the zoo at op granularity (one node per compute op), loaded as ``<name>@op``
+UNFUSED_DIR = ZOO_DIR / "unfused"
+#: separates a zoo name from its granularity (``bert-base@op``)
+GRANULARITY_SEP = "@"
+#: granularity of the plain zoo names, and the directory of each granularity
+DEFAULT_GRANULARITY = "layer"
+GRANULARITY_DIRS = {"layer": ZOO_DIR, "op": UNFUSED_DIR}
 #: generated dataset members (``scripts/build_dataset.py``) and dataset files
 DATASET_DIR = ZOO_DIR / "dataset"
 SUFFIX = ".json.gz"
@@ -26,14 +39,59 @@ FILE_SUFFIXES = (".json", ".json.gz", ".onnx")
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # PyTorch files: named in the error's hint
 
 
-def names() -> list[str]:
-    """Names of the built-in workloads."""
-    return sorted(p.name[: -len(SUFFIX)] for p in ZOO_DIR.glob("*" + SUFFIX))
+def names(granularity: str = DEFAULT_GRANULARITY) -> list[str]:
+    """Names of the built-in workloads at ``granularity``, as :func:`load` takes them.
+
+    ``"layer"`` (the default): the fused zoo, plain names (``"resnet50"``). ``"op"``:
+    the models built at op granularity, named ``"<model>@op"``.
+    """
+    from workloads.fusion import check_granularity
+
+    check_granularity(granularity)
+    return [zoo_name(m, granularity) for m in _models(GRANULARITY_DIRS[granularity])]
+
+
+def _models(directory: Path) -> list[str]:
+    """Names of the workload files in ``directory``, their ending dropped, sorted."""
+    return sorted(p.name[: -len(SUFFIX)] for p in directory.glob("*" + SUFFIX))
+
+
+def zoo_name(model: str, granularity: str = DEFAULT_GRANULARITY) -> str:
+    """The name :func:`load` takes for ``model`` at ``granularity`` (``"bert-base@op"``)."""
+    return model if granularity == DEFAULT_GRANULARITY else f"{model}{GRANULARITY_SEP}{granularity}"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``(model, granularity)`` of a zoo name: ``"bert-base@op"`` -> ``("bert-base", "op")``.
+
+    A name without ``@`` is at the default granularity, ``"layer"``; an unknown
+    granularity raises :class:`WorkloadError`.
+    """
+    model, sep, granularity = name.partition(GRANULARITY_SEP)
+    if not sep:
+        return name, DEFAULT_GRANULARITY
+    from workloads.fusion import check_granularity
+
+    try:
+        check_granularity(granularity)
+    except WorkloadError as exc:
+        raise WorkloadError(f"workload {name!r}: {exc}") from exc
+    return model, granularity
+
+
+def _builtin_path(name: str) -> Path | None:
+    """The zoo file of a name (``"resnet50"``, ``"bert-base@op"``), or None if there is
+    none (not built, or an unknown granularity)."""
+    model, sep, granularity = name.partition(GRANULARITY_SEP)
+    directory = GRANULARITY_DIRS.get(granularity if sep else DEFAULT_GRANULARITY)
+    if directory is None or model not in _models(directory):
+        return None
+    return directory / f"{model}{SUFFIX}"
 
 
 @lru_cache(maxsize=32)
-def _load_builtin(name: str) -> Workload:
-    return Workload.load(ZOO_DIR / f"{name}{SUFFIX}")
+def _load_builtin(path: Path) -> Workload:
+    return Workload.load(path)
 
 
 def dataset_member_names() -> list[str]:
@@ -115,20 +173,29 @@ def load_file(path: str | Path) -> Workload:
 
 
 def load(name: str | Path) -> Workload:
-    """A built-in workload by name (``"resnet50"``), a generated dataset member by name
-    (``"resnet-basic-d18-w32"``, see :mod:`workloads.datasets`) or a workload file by path.
+    """A built-in workload by name (``"resnet50"``, at op granularity ``"bert-base@op"``),
+    a generated dataset member by name (``"resnet-basic-d18-w32"``, see
+    :mod:`workloads.datasets`) or a workload file by path.
 
     A path may be an ONNX model (``.onnx``) or a workload written by
     :meth:`Workload.save` (``.json`` or ``.json.gz``); see :func:`load_file`.
     """
-    if not isinstance(name, Path) and str(name) in names():
-        return _load_builtin(str(name))
+    if not isinstance(name, Path) and (builtin := _builtin_path(str(name))) is not None:
+        return _load_builtin(builtin)
     if not isinstance(name, Path) and str(name) in dataset_member_names():
         return _load_dataset_member(str(name))
     if is_path(name):
         return load_file(name)
+    model, granularity = split_name(str(name))
+    if granularity != DEFAULT_GRANULARITY and _builtin_path(model) is not None:
+        raise WorkloadError(
+            f"workload {str(name)!r}: {model!r} is not built at {granularity} granularity; "
+            f"built: {', '.join(names(granularity)) or 'none'} "
+            f"(scripts/build_zoo.py --granularity {granularity} {model})"
+        )
     raise WorkloadError(
-        f"unknown workload {str(name)!r}; built-in: {', '.join(names())}, and the "
+        f"unknown workload {str(name)!r}; built-in: {', '.join(names())}, at op "
+        f"granularity: {', '.join(names('op')) or 'none'}, and the "
         f"{len(dataset_member_names())} generated dataset members of workloads.datasets "
         f"(or give the path of a file ending in {', '.join(FILE_SUFFIXES)})"
     )

@@ -137,9 +137,12 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     ``typed`` lists the keys given on the command line; on resume, those of
     :data:`egrl.cli.resume.RESUMABLE_KEYS` that differ from the saved config are applied.
     """
-    resume = bool(cfg.get("resume")) or continues_existing_run(cfg, run_dir)
+    continuing = not cfg.get("resume") and continues_existing_run(cfg, run_dir)
+    resume = bool(cfg.get("resume")) or continuing
     if resume:
-        cfg = resumed_config(cfg, run_dir, typed)
+        # continue_runs has found the whole saved config equal to this one: no typed key
+        # (a preset such as experiment=compare included) changes it
+        cfg = resumed_config(cfg, run_dir, () if continuing else typed)
     train_cfg = from_mapping(
         {k: v for k, v in cfg.items() if k not in ("hwmodel", "workload", "resume")}
     )
