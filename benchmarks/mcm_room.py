@@ -87,9 +87,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     names = args.members or workloads.datasets.members(args.dataset)
-    rows = []
+    rows, unfit = [], []
     for name in names:
-        rows.append(measure(name, args.time_limit, args.workers, args.chips))
+        try:
+            rows.append(measure(name, args.time_limit, args.workers, args.chips))
+        except ValueError as exc:  # the workload does not fit the package's SRAM
+            unfit.append(name)
+            print(f"{name}: skipped: {exc}", flush=True)
+            continue
         r = rows[-1]
         print(
             f"{name}: greedy {r['greedy_ms']:.4f} dp {r['dp_ms']:.4f} "
@@ -102,6 +107,8 @@ def main() -> None:
     )
     print(table(rows))
     print("\n" + summary(rows))
+    if unfit:
+        print(f"Not mappable on {args.chips} chips (SRAM): {', '.join(unfit)}.")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
 

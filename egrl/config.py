@@ -60,6 +60,10 @@ class LearnerConfig(SACConfig):
     ``reward_scale``, ``batch_size``, ``noise_std``, ... : Table 2 and Appendix D) are
     inherited from :class:`egrl.sac.SACConfig`; the fields below are the trainer's. An
     unknown key is an error (a misspelt hyperparameter must not be ignored).
+
+    ``store_repaired``: for every invalid map evaluated, also store the map the compiler
+    repaired it into (``ev.rectified``) with the reward of a valid map, ``(L_c / L)^2``,
+    beside the penalised proposal (source ``"repaired"``; it adds no gradient steps).
     """
 
     num_learners: int = 1
@@ -69,6 +73,7 @@ class LearnerConfig(SACConfig):
     gradient_ratio: float = 1.0
     burn_in: int = 48
     ucb_c: float = 1.0
+    store_repaired: bool = False
 
 
 @dataclass

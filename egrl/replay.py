@@ -147,6 +147,16 @@ class ReplayBuffer:
             "index": idx,
         }
 
+    def reward_stats(self) -> tuple[float, float]:
+        """Mean and standard deviation of the rewards held (the filled slots only).
+
+        The learner's ``reward_norm="buffer"`` standardises minibatch rewards with them.
+        """
+        if self._size == 0:
+            raise ValueError("an empty replay buffer has no reward statistics")
+        held = self.rewards[: self._size].astype(np.float64)
+        return float(held.mean()), float(held.std())
+
     def counts_by_source(self) -> dict[str, int]:
         """Number of held transitions produced by each source."""
         counts = np.bincount(self.source[: self._size], minlength=len(self.source_names))

@@ -11,18 +11,25 @@ One :meth:`SACDiscrete.update` on a minibatch of ``B`` transitions ``(a_i, r_i, 
 
 1. Bellman target (the next state ``s'`` is the decision graph again)::
 
-       a'  = pi'(. | s')                                   probabilities [N, H, C]
-       H'  = mean over units and heads of -sum_c pi' log pi'
-       y_i = k * (r_i + shift) + gamma * (1 - d_i) * (min_j Q'_j(s', a') + alpha * H')
+       r~_i = (r_i - mu) / sigma  (reward_norm="buffer": the buffer's mean and std)  or  r_i
+       a'   = pi'(. | s')                                  probabilities [N, H, C]
+       H'   = sum (entropy_reduction="sum") or mean over units and heads of -sum_c pi' log pi'
+       y_i  = k * (r~_i + shift) + gamma * (1 - d_i) * (min_j Q'_j(s', a') + alpha * H')
 
-   With one-step episodes every ``d_i = 1`` and ``y_i = k * (r_i + shift)``; the general
-   form is kept so that stored ``done = False`` transitions bootstrap.
+   With one-step episodes every ``d_i = 1`` and ``y_i = k * (r~_i + shift)``: ``gamma``
+   plays no part; the general form is kept so that stored ``done = False`` transitions
+   bootstrap.
 2. Critic: ``L_Q = mean_i (Q_1(s, a~_i) - y_i)^2 + mean_i (Q_2(s, a~_i) - y_i)^2`` with the
    noisy one-hot behaviour action ``a~ = clamp(onehot(a) + clip(eps, -c, c), 0, 1)``,
    ``eps ~ N(0, sigma^2)`` on the real choices only (Appendix D).
 3. Actor ("sampled policy gradient"): the actor's probabilities ``p = pi(. | s)`` go
-   through the critic as the action: ``L_pi = -min_j Q_j(s, p) - alpha * H(p)``.
-4. Optional temperature tuning: ``L_alpha = log(alpha) * (H(p) - H_target)``.
+   through the critic as the action: ``L_pi = -min_j Q_j(s, p) - alpha * H(p)``, ``H``
+   summed or averaged over the ``N x H`` decisions as in step 1. Summed, ``alpha`` is the
+   temperature of every single decision, whose choices the critic values on the scale of
+   one decision; averaged (EGRL), one decision's temperature is ``alpha / (N H)``.
+4. Temperature (``alpha="auto"``): ``L_alpha = log(alpha) * (Hbar(p) - Hbar_target)``
+   with ``Hbar`` the mean entropy of one decision and ``Hbar_target =
+   target_entropy_ratio * mean_h log C_h`` (a target per decision unit and head).
 5. Soft target updates ``theta' <- tau theta + (1 - tau) theta'`` for the critic and, as
    Algorithm 2 line 30 writes, for the actor whose copy ``pi'`` picks ``a'`` in step 1.
 
@@ -49,20 +56,33 @@ from policies.base import seeded_init
 from policies.categorical import choice_mask
 
 ACTOR_ACTIONS = ("probs", "argmax_probs")
+ENTROPY_REDUCTIONS = ("sum", "mean")
+REWARD_NORMS = ("buffer", "none")
 
 
 @dataclass
 class SACConfig:
-    """Hyperparameters of :class:`SACDiscrete` (defaults: EGRL Table 2 and Appendix D).
+    """Hyperparameters of :class:`SACDiscrete`.
+
+    The defaults are EGRL's (Table 2 and Appendix D) except the four that keep the policy
+    from collapsing (docs/learner.md, "Why the learner collapsed"): ``alpha="auto"``,
+    ``entropy_reduction="sum"``, ``reward_norm="buffer"`` and ``reward_scale=1``; EGRL's
+    values are ``alpha=0.05``, ``"mean"``, ``"none"`` and ``5`` (``configs/learner/sac-paper.yaml``).
 
     Attributes:
-        gamma: discount (Table 2: 0.99).
+        gamma: discount (Table 2: 0.99); unused when every episode is one step.
         lr_actor: actor Adam learning rate (Table 2: 1e-3).
         lr_critic: critic Adam learning rate (Table 2: 1e-3).
-        alpha: entropy coefficient (Table 2: 0.05); the initial value when tuned.
-        autotune_alpha: learn ``alpha`` towards ``target_entropy_ratio`` (off in EGRL).
-        target_entropy_ratio: target entropy as a fraction of the uniform policy's.
-        lr_alpha: Adam learning rate of ``log(alpha)`` when tuned.
+        alpha: entropy coefficient: a number (fixed; Table 2: 0.05) or ``"auto"`` (learned
+            towards ``target_entropy_ratio``, starting from ``alpha_init``).
+        alpha_init: the learned temperature's first value.
+        target_entropy_ratio: target entropy of one decision as a fraction of the
+            uniform decision's (``mean_h log C_h``).
+        lr_alpha: Adam learning rate of ``log(alpha)`` when learned.
+        entropy_reduction: ``"sum"`` or ``"mean"`` of the decisions' entropies in the
+            actor loss and the Bellman target (EGRL: ``"mean"``).
+        reward_norm: ``"buffer"``: standardise rewards with the mean and std of the
+            rewards held in the replay buffer before scaling; ``"none"``: raw rewards.
         tau: soft target update rate (Table 2: 1e-3).
         reward_scale: multiplier ``k`` of rewards in the Bellman target (Table 2: 5).
         reward_shift: added to rewards before scaling (0 in the paper).
@@ -82,12 +102,14 @@ class SACConfig:
     gamma: float = 0.99
     lr_actor: float = 1e-3
     lr_critic: float = 1e-3
-    alpha: float = 0.05
-    autotune_alpha: bool = False
+    alpha: float | str = "auto"
+    alpha_init: float = 0.05
     target_entropy_ratio: float = 0.5
-    lr_alpha: float = 1e-3
+    lr_alpha: float = 1e-2
+    entropy_reduction: str = "sum"
+    reward_norm: str = "buffer"
     tau: float = 1e-3
-    reward_scale: float = 5.0
+    reward_scale: float = 1.0
     reward_shift: float = 0.0
     batch_size: int = 24
     action_noise_std: float = 0.2
@@ -105,11 +127,28 @@ class SACConfig:
             )
         if not 0.0 <= self.tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
-        if self.alpha <= 0.0 and self.autotune_alpha:
-            raise ValueError("alpha must be > 0 when autotune_alpha is on (log(alpha) is learned)")
-        for name in ("action_noise_std", "action_noise_clip", "noise_std", "alpha"):
+        if isinstance(self.alpha, str) and self.alpha != "auto":
+            raise ValueError(f"alpha must be a number >= 0 or 'auto', got {self.alpha!r}")
+        if self.autotune_alpha and self.alpha_init <= 0.0:
+            raise ValueError("alpha_init must be > 0 when alpha is 'auto' (log(alpha) is learned)")
+        if self.entropy_reduction not in ENTROPY_REDUCTIONS:
+            raise ValueError(
+                f"entropy_reduction must be one of {ENTROPY_REDUCTIONS}, "
+                f"got {self.entropy_reduction!r}"
+            )
+        if self.reward_norm not in REWARD_NORMS:
+            raise ValueError(f"reward_norm must be one of {REWARD_NORMS}, got {self.reward_norm!r}")
+        for name in ("action_noise_std", "action_noise_clip", "noise_std", "alpha_init"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+        if not self.autotune_alpha and self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+
+    @property
+    def autotune_alpha(self) -> bool:
+        """Whether the temperature is learned (``alpha="auto"``)."""
+        return self.alpha == "auto"
 
     @classmethod
     def from_dict(cls, values: dict) -> SACConfig:
@@ -136,6 +175,11 @@ def decision_entropy(probs: Tensor, log_probs: Tensor) -> Tensor:
     ``probs``/``log_probs`` ``[N, H, C]`` as :func:`masked_log_probs` returns them.
     """
     return -(probs * log_probs).sum(dim=-1).mean()
+
+
+def normalise_rewards(rewards: Tensor, mean: float, std: float, eps: float = 1e-6) -> Tensor:
+    """``(r - mean) / max(std, eps)``: rewards ``[B]`` in units of the buffer's spread."""
+    return (rewards - mean) / max(float(std), eps)
 
 
 def uniform_entropy(num_choices: Sequence[int]) -> float:
@@ -254,8 +298,9 @@ class SACDiscrete:
         )
         self.actor_optim = torch.optim.Adam(self.actor.parameters(), lr=self.config.lr_actor)
         self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=self.config.lr_critic)
+        alpha = self.config.alpha_init if self.config.autotune_alpha else self.config.alpha
         self.log_alpha = torch.tensor(
-            math.log(self.config.alpha) if self.config.alpha > 0 else -math.inf,
+            math.log(alpha) if alpha > 0 else -math.inf,
             device=self.device,
             requires_grad=self.config.autotune_alpha,
         )
@@ -330,7 +375,17 @@ class SACDiscrete:
         return self.config.noise_std if noisy else 0.0
 
     # ---------------------------------------------------------------- learning
-    def update(self, graph, batch: dict) -> dict[str, float]:
+    def _entropy_term(self, probs: Tensor, log_probs: Tensor) -> tuple[Tensor, Tensor]:
+        """The entropy the losses weigh with ``alpha`` (summed or averaged over the ``N x H``
+        decisions, ``config.entropy_reduction``) and the mean entropy of one decision."""
+        per_decision = decision_entropy(probs, log_probs)
+        if self.config.entropy_reduction == "sum":
+            return per_decision * probs[..., 0].numel(), per_decision
+        return per_decision, per_decision
+
+    def update(
+        self, graph, batch: dict, reward_stats: tuple[float, float] | None = None
+    ) -> dict[str, float]:
         """One gradient step of critic, actor (and alpha) plus the soft target updates.
 
         Args:
@@ -338,10 +393,14 @@ class SACDiscrete:
                 it is both ``s`` and ``s'`` of every transition.
             batch: ``actions`` int ``[B, N, H]``, ``rewards`` float ``[B]``, ``done`` bool
                 ``[B]`` (as :meth:`egrl.replay.ReplayBuffer.sample` returns them).
+            reward_stats: ``(mean, std)`` of the rewards in the buffer the batch came from
+                (:meth:`egrl.replay.ReplayBuffer.reward_stats`); required with
+                ``reward_norm="buffer"``.
 
         Returns:
-            Scalars: ``critic_loss``, ``actor_loss``, ``entropy``, ``q_mean`` (behaviour
-            actions), ``q_pi`` (actor's action), ``target_mean``, ``alpha``, grad norms.
+            Scalars: ``critic_loss``, ``actor_loss``, ``entropy`` (mean of one decision),
+            ``q_mean`` (behaviour actions), ``q_pi`` (actor's action), ``target_mean``,
+            ``alpha``, grad norms.
         """
         cfg = self.config
         x = graph.x.to(self.device)
@@ -351,13 +410,18 @@ class SACDiscrete:
         done = torch.as_tensor(np.asarray(batch["done"]), device=self.device).float()
         alpha = self.log_alpha.detach().exp()
 
+        if cfg.reward_norm == "buffer":
+            if reward_stats is None:
+                raise ValueError("reward_norm='buffer' needs the buffer's reward_stats")
+            rewards = normalise_rewards(rewards, *reward_stats)
+
         # 1. Bellman target y = k (r + shift) + gamma (1 - d) (min_j Q'_j(s', a') + alpha H')
         with torch.no_grad():
             target = cfg.reward_scale * (rewards + cfg.reward_shift)
             if bool((done < 1).any()):
                 next_actor = self.actor_target if self.actor_target is not None else self.actor
                 next_probs, next_log_probs = masked_log_probs(next_actor(x, edge_index), self.mask)
-                next_entropy = decision_entropy(next_probs, next_log_probs)
+                next_entropy, _ = self._entropy_term(next_probs, next_log_probs)
                 q1_next, q2_next = self.critic_target(x, edge_index, next_probs[None])
                 soft_value = torch.min(q1_next, q2_next) + alpha * next_entropy  # [1]
                 target = target + cfg.gamma * (1.0 - done) * soft_value
@@ -380,17 +444,18 @@ class SACDiscrete:
 
         # 3. Actor: the critic reads the actor's probabilities; maximise min_j Q_j + alpha H.
         probs, log_probs = masked_log_probs(self.actor(x, edge_index), self.mask)
-        entropy = decision_entropy(probs, log_probs)
+        entropy_term, entropy = self._entropy_term(probs, log_probs)
         with frozen(self.critic):
             q1_pi, q2_pi = self.critic(x, edge_index, policy_action(probs, cfg.actor_action)[None])
         q_pi = torch.min(q1_pi, q2_pi).mean()
-        actor_loss = -q_pi - alpha * entropy
+        actor_loss = -q_pi - alpha * entropy_term
         self.actor_optim.zero_grad(set_to_none=True)
         actor_loss.backward()
         actor_grad = _clip(self.actor, cfg.grad_clip_norm)
         self.actor_optim.step()
 
-        # 4. Optional temperature: raise alpha when H < H_target, lower it otherwise.
+        # 4. Learned temperature: raise alpha when the mean decision's entropy is below
+        #    its target (the loss's gradient in log(alpha) is then negative), lower it above.
         if self.alpha_optim is not None:
             alpha_loss = self.log_alpha * (entropy.detach() - self.target_entropy)
             self.alpha_optim.zero_grad(set_to_none=True)
@@ -427,15 +492,20 @@ class SACDiscrete:
             num_steps: updates to make.
             rng: source of the pair and minibatch draws.
 
+        With ``reward_norm="buffer"`` each minibatch's rewards are standardised with the
+        mean and std of the rewards its buffer holds at that moment.
+
         Returns the mean of each statistic of :meth:`update` (empty when ``num_steps`` is 0).
         """
         stats: dict[str, list[float]] = {}
         for _ in range(int(num_steps)):
             pick = int(rng.integers(len(replay))) if len(replay) > 1 else 0
             graph, buffer = replay[pick]
-            for key, value in self.update(
-                graph, buffer.sample(self.config.batch_size, rng)
-            ).items():
+            batch = buffer.sample(self.config.batch_size, rng)
+            stats_of_rewards = (
+                buffer.reward_stats() if self.config.reward_norm == "buffer" else None
+            )
+            for key, value in self.update(graph, batch, stats_of_rewards).items():
                 stats.setdefault(key, []).append(value)
         return {key: float(np.mean(values)) for key, values in stats.items()}
 

@@ -53,6 +53,8 @@ __all__ = ["LEARNER", "TIMING_COLUMNS", "Trainer"]
 
 #: replay-buffer source of the learners' rollouts (population maps carry their member kind)
 LEARNER = "learner"
+#: replay-buffer source of the compiler's repairs of invalid maps (``learner.store_repaired``)
+REPAIRED = "repaired"
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,28 @@ class Trainer(SearchAgent):
         if self.population is not None and not self.done:
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row
+
+    def evaluate(self, maps, source: str, probs=None):
+        """:meth:`SearchAgent.evaluate`; with ``learner.store_repaired`` the compiler's repair
+        of every invalid map also enters the buffer, scored as the valid map it is.
+
+        The penalised proposal stays in the buffer; the repaired map ``ev.rectified`` is
+        added beside it with reward ``(L_c / L)^2`` of its own latency and source
+        ``"repaired"``. It is not a proposal: it costs no iteration and adds no update.
+        """
+        ev = super().evaluate(maps, source, probs)
+        invalid = np.flatnonzero(~ev.valid)
+        if self.cfg.learner.store_repaired and self.portfolio is not None and len(invalid):
+            rectified = np.asarray(ev.rectified)[invalid]
+            repaired = self.env.score(
+                rectified,
+                np.ones(len(invalid), dtype=bool),
+                np.zeros(len(invalid)),
+                ev.latency_s[invalid],
+            )
+            keep = np.isfinite(repaired.reward)
+            self.buffer.add(rectified[keep], repaired.reward[keep], REPAIRED)
+        return ev
 
     @property
     def wants_probs(self) -> bool:

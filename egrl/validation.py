@@ -39,6 +39,7 @@ class Rule:
         choices: the allowed strings of a ``str`` option.
         pattern: a regular expression a ``str`` option must match in full.
         describe: the allowed values in words, for a ``pattern``.
+        words: strings a number option also accepts (e.g. ``auto``).
     """
 
     kind: type
@@ -50,11 +51,14 @@ class Rule:
     choices: tuple[str, ...] = ()
     pattern: str | None = None
     describe: str = ""
+    words: tuple[str, ...] = ()
 
     def accepts(self, value: Any) -> bool:
         """True if ``value`` is of the rule's kind and within its bounds."""
         if value is None:
             return self.optional
+        if isinstance(value, str) and value in self.words:
+            return True
         if self.kind is bool:
             return isinstance(value, bool)
         if self.kind is str:
@@ -80,6 +84,7 @@ class Rule:
             text = "one of " + ", ".join(self.choices) if self.choices else self.describe
         else:
             text = ("an integer" if self.kind is int else "a number") + self._range()
+        text += "".join(f" or {word}" for word in self.words)
         return text + (" or null" if self.optional else "")
 
     def _range(self) -> str:
@@ -149,9 +154,12 @@ RULES: dict[str, Rule] = {
     "learner.lr_actor": positive(),
     "learner.lr_critic": positive(),
     "learner.lr_alpha": positive(),
-    "learner.alpha": at_least(0, float),
-    "learner.autotune_alpha": FLAG,
+    "learner.alpha": Rule(float, low=0, words=("auto",)),
+    "learner.alpha_init": positive(),
     "learner.target_entropy_ratio": FRACTION,
+    "learner.entropy_reduction": Rule(str, choices=("sum", "mean")),
+    "learner.reward_norm": Rule(str, choices=("buffer", "none")),
+    "learner.store_repaired": FLAG,
     "learner.tau": Rule(float, low=0, high=1, low_open=True),
     "learner.reward_scale": positive(),
     "learner.reward_shift": Rule(float),

@@ -32,6 +32,8 @@ from policies.categorical import choice_mask
 NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+#: EGRL's learner (configs/learner/sac-paper.yaml): the tests of the loss math start from it
+PAPER = {"alpha": 0.05, "entropy_reduction": "mean", "reward_norm": "none", "reward_scale": 5.0}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -90,7 +92,8 @@ def _learner(seed: int = 0, **overrides) -> SACDiscrete:
         torch.manual_seed(seed)
         actor = TinyActor(NUM_NODES, NUM_CHOICES)
         critic = TinyCritic(NUM_NODES, NUM_CHOICES)
-    return SACDiscrete(actor, critic, NUM_CHOICES, SACConfig(**overrides), seed=seed)
+    config = SACConfig(**{**PAPER, **overrides})
+    return SACDiscrete(actor, critic, NUM_CHOICES, config, seed=seed)
 
 
 def _toy_rewards(rng: np.random.Generator) -> np.ndarray:
@@ -217,7 +220,7 @@ def test_update_leaves_the_global_random_state_alone():
 
 
 def test_autotuned_alpha_rises_when_entropy_is_below_target():
-    learner = _learner(autotune_alpha=True, target_entropy_ratio=1.0, lr_alpha=0.1)
+    learner = _learner(alpha="auto", target_entropy_ratio=1.0, lr_alpha=0.1)
     alpha0 = learner.alpha
     learner.update(_graph(), _batch(np.random.default_rng(5), 24))
     assert learner.alpha > alpha0  # any non-uniform policy is below the uniform entropy
@@ -261,12 +264,14 @@ def test_train_steps_draw_from_every_graph_and_buffer_pair():
     seen = []
 
     class Recording(SACDiscrete):
-        def update(self, graph, batch):
-            seen.append(graph is graphs[1])
+        def update(self, graph, batch, reward_stats=None):
+            pick = int(graph is graphs[1])
+            assert reward_stats == buffers[pick].reward_stats()  # each buffer's own statistics
+            seen.append(bool(pick))
             return {"critic_loss": float(len(seen))}
 
     base = _learner()
-    learner = Recording(base.actor, base.critic, NUM_CHOICES)
+    learner = Recording(base.actor, base.critic, NUM_CHOICES, SACConfig(reward_norm="buffer"))
     stats = learner.train_steps(list(zip(graphs, buffers)), 40, rng)
     assert len(seen) == 40 and 0 < sum(seen) < 40
     assert stats == {"critic_loss": np.mean(np.arange(1, 41))}
@@ -309,11 +314,11 @@ def test_learns_the_toy_problem():
 def test_state_round_trip_resumes_identically(tmp_path):
     rng = np.random.default_rng(6)
     batches = [_batch(rng, 24, done=bool(i % 2)) for i in range(3)]
-    learner = _learner(autotune_alpha=True)
+    learner = _learner(alpha="auto")
     learner.update(_graph(), batches[0])
     save_state(learner.state_dict(), tmp_path / "learner")
 
-    restored = _learner(seed=123, autotune_alpha=True)  # different weights and generator
+    restored = _learner(seed=123, alpha="auto")  # different weights and generator
     restored.load_state_dict(load_state(tmp_path / "learner"))
     assert restored.num_updates == 1
     for b in batches[1:]:
@@ -333,6 +338,7 @@ def test_checkpoint_of_other_heads_is_refused():
 def test_build_with_graph_unet_networks_is_seeded():
     kwargs = dict(hidden=16, out=16, depth=2, heads=2)
     before = torch.get_rng_state()
+    kwargs["config"] = SACConfig(**PAPER)
     a = SACDiscrete.build(NUM_NODES, NUM_CHOICES, seed=3, **kwargs)
     assert torch.equal(before, torch.get_rng_state())  # built on a fork of the global RNG
     b = SACDiscrete.build(NUM_NODES, NUM_CHOICES, seed=3, **kwargs)
@@ -349,5 +355,75 @@ def test_build_with_graph_unet_networks_is_seeded():
 def test_config_reads_the_learner_config_group():
     values = OmegaConf.to_container(OmegaConf.load(CONFIGS / "learner" / "sac.yaml"))
     config = SACConfig.from_dict(values)
-    assert (config.gamma, config.alpha, config.tau, config.reward_scale) == (0.99, 0.05, 1e-3, 5.0)
+    assert config == SACConfig()  # the group and the dataclass agree on every default
+    assert (config.alpha, config.entropy_reduction, config.reward_norm) == ("auto", "sum", "buffer")
+    paper = SACConfig.from_dict(
+        OmegaConf.to_container(OmegaConf.load(CONFIGS / "learner" / "sac-paper.yaml"))
+    )
+    assert paper == SACConfig(**PAPER)
+    assert (paper.gamma, paper.alpha, paper.tau, paper.reward_scale) == (0.99, 0.05, 1e-3, 5.0)
     assert (config.lr_actor, config.lr_critic, config.batch_size) == (1e-3, 1e-3, 24)
+
+
+# ------------------------------------------------- temperature and reward scale
+@pytest.mark.parametrize("alpha_init", [1e-3, 10.0])
+def test_learned_alpha_drives_the_entropy_to_its_target(alpha_init):
+    """From far below or far above, alpha moves so that one decision's entropy nears its target.
+
+    A wrong sign in the temperature loss moves alpha away from the target instead: from 1e-3
+    it falls further and the actor collapses; from 10 it grows and the actor stays uniform.
+    """
+    rng = np.random.default_rng(0)
+    w = _toy_rewards(rng)
+    buffer = ReplayBuffer(capacity=400, num_units=NUM_NODES, num_heads=2)
+    maps = _random_maps(rng, 200)
+    buffer.add(maps, _reward(w, maps), source="boltzmann")
+    learner = _learner(
+        alpha="auto",
+        alpha_init=alpha_init,
+        lr_alpha=0.05,
+        target_entropy_ratio=0.5,
+        entropy_reduction="sum",
+        reward_norm="buffer",
+        reward_scale=1.0,
+        lr_actor=1e-2,
+        lr_critic=1e-2,
+    )
+    graph = _graph()
+    learner.train_steps([(graph, buffer)], 300, rng)
+    with torch.no_grad():
+        probs, log_probs = masked_log_probs(learner.actor(graph.x, graph.edge_index), learner.mask)
+    entropy = decision_entropy(probs, log_probs).item()
+    assert (learner.alpha > alpha_init) if alpha_init < 1 else (learner.alpha < alpha_init)
+    assert abs(entropy - learner.target_entropy) < 0.35 * learner.target_entropy
+
+
+def test_summed_entropy_weighs_every_decision_with_alpha():
+    mean = _learner(alpha=0.3, entropy_reduction="mean")
+    summed = _learner(alpha=0.3, entropy_reduction="sum")
+    graph = _graph()
+    with torch.no_grad():
+        probs, log_probs = masked_log_probs(mean.actor(graph.x, graph.edge_index), mean.mask)
+    term_mean, per_decision = mean._entropy_term(probs, log_probs)
+    term_sum, _ = summed._entropy_term(probs, log_probs)
+    assert term_mean.item() == pytest.approx(per_decision.item())
+    assert term_sum.item() == pytest.approx(per_decision.item() * NUM_NODES * len(NUM_CHOICES))
+
+
+def test_reward_norm_standardises_with_the_buffers_statistics():
+    rng = np.random.default_rng(8)
+    buffer = ReplayBuffer(capacity=50, num_units=NUM_NODES, num_heads=2)
+    for _ in range(3):  # 90 maps into 50 slots: the statistics are those of the held rewards
+        maps = _random_maps(rng, 30)
+        buffer.add(maps, rng.normal(0.7, 0.3, size=30), source="gnn")
+    held = buffer.rewards[: len(buffer)].astype(np.float64)
+    mean, std = buffer.reward_stats()
+    assert (mean, std) == (pytest.approx(held.mean()), pytest.approx(held.std()))
+
+    learner = _learner(reward_norm="buffer", reward_scale=2.0)
+    batch = buffer.sample(24, rng)
+    stats = learner.update(_graph(), batch, buffer.reward_stats())
+    expected = 2.0 * ((batch["rewards"].astype(np.float64) - mean) / std).mean()
+    assert stats["target_mean"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    with pytest.raises(ValueError, match="reward_stats"):
+        learner.update(_graph(), batch)

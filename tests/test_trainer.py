@@ -244,3 +244,34 @@ def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():
     assert cfg.learner.alpha == 0.1 and cfg.learner.rollouts == 2
     with pytest.raises(KeyError, match="alph"):
         from_mapping({"learner": {"alph": 0.1}})
+
+
+@pytest.mark.parametrize("store_repaired", [False, True])
+def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store_repaired):
+    cfg = small_config(budget=30)
+    cfg.learner.store_repaired = store_repaired
+    trainer = Trainer(small_env(), cfg)
+    evaluations = []
+    evaluate = trainer.evaluate
+
+    def recording(maps, source, probs=None):
+        evaluations.append(evaluate(maps, source, probs))
+        return evaluations[-1]
+
+    trainer.evaluate = recording
+    trainer.step()
+    invalid = np.concatenate([~ev.valid for ev in evaluations])
+    assert invalid.any(), "the small env must produce invalid maps for this test"
+    buf = trainer.buffer
+    tags = np.array([buf.source_names[i] for i in buf.source[: len(buf)]])
+    repaired = np.flatnonzero(tags == "repaired")
+    assert len(buf) == trainer.proposals + len(repaired)  # repairs are not proposals
+    if not store_repaired:
+        assert len(repaired) == 0
+        return
+    rectified = np.concatenate([ev.rectified[~ev.valid] for ev in evaluations])
+    assert len(repaired) == int(invalid.sum())
+    np.testing.assert_array_equal(buf.actions[repaired], rectified)  # in evaluation order
+    again = trainer.env.evaluate(buf.actions[repaired].astype(np.int64))
+    assert again.valid.all() and (buf.rewards[repaired] > 0).all()
+    np.testing.assert_allclose(buf.rewards[repaired], again.reward, rtol=1e-6)

@@ -170,3 +170,18 @@ def test_resume_keeps_the_budget_of_nevergrad():
     cfg = composed(**{"agent.name": "nevergrad", "budget": 80})
     with pytest.raises(ResumeError, match="nevergrad keeps its budget"):
         resume_changes(saved, cfg, ["budget"])
+
+
+def test_resume_of_a_run_saved_before_the_learner_options_keeps_its_learner(tmp_path):
+    from omegaconf import OmegaConf
+
+    from egrl.cli.resume import saved_config
+
+    old = {"seed": 0, "learner": {"alpha": 0.05, "reward_scale": 5.0}}
+    OmegaConf.save(OmegaConf.create(old), tmp_path / "config.yaml")
+    learner = saved_config(tmp_path).learner
+    assert learner.entropy_reduction == "mean" and learner.reward_norm == "none"
+    assert learner.alpha == 0.05
+    new = {"seed": 0, "learner": {"entropy_reduction": "sum", "reward_norm": "buffer"}}
+    OmegaConf.save(OmegaConf.create(new), tmp_path / "config.yaml")
+    assert saved_config(tmp_path).learner.reward_norm == "buffer"

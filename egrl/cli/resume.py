@@ -9,6 +9,7 @@ already made, except for agents in :data:`FIXED_BUDGET_AGENTS`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ FIXED_BUDGET_AGENTS = ("nevergrad",)
 
 _ABSENT = object()
 
+log = logging.getLogger(__name__)
+
 
 class ResumeError(ValueError):
     """A resume the run directory or the typed keys do not allow."""
@@ -52,7 +55,28 @@ def saved_config(run_dir: Path) -> DictConfig:
         raise ResumeError(
             f"resume={run_dir} is invalid: not a run directory ({RESOLVED_CONFIG} is missing)"
         )
-    return OmegaConf.load(path)
+    return with_learner_defaults_of_its_time(OmegaConf.load(path))
+
+
+#: learner keys added after runs were first saved, with the value that reproduces those
+#: runs (the learner before docs/learner.md's "Why the learner collapsed")
+LEARNER_KEYS_OF_OLD_RUNS = {"entropy_reduction": "mean", "reward_norm": "none"}
+
+
+def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with the learner keys it lacks set to what the run was made with.
+
+    A run saved before a learner option existed ran without it; filling the option's new
+    default instead would change the run on resume.
+    """
+    learner = cfg.get("learner")
+    if learner is None:
+        return cfg
+    missing = {k: v for k, v in LEARNER_KEYS_OF_OLD_RUNS.items() if k not in learner}
+    if missing:
+        log.info("resume: the saved config predates %s; using %s", sorted(missing), missing)
+        cfg = OmegaConf.merge(cfg, {"learner": missing})
+    return cfg
 
 
 def checkpoint_iterations(run_dir: Path) -> int | None:
