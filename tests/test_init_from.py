@@ -17,13 +17,7 @@ from tests.nnpi_workloads import residual
 from tests.test_cli import assert_refused, egrl_train
 from tests.test_trainer import KIB, small_config, small_env
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

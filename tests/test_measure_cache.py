@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 
 from egrl.agents import make_agent
 from egrl.config import AgentConfig, TrainConfig
@@ -16,13 +15,7 @@ from egrl.trainer import Trainer
 from hwmodels.base import Measurement
 from tests.test_trainer import small_config, small_env
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Recorder:

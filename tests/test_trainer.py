@@ -45,12 +45,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_run_respects_budget_and_writes_run_directory(tmp_path):

@@ -13,13 +13,7 @@ from egrl.warm_start import imitate
 from policies import GraphUNetActor, seeded_init
 from tests.test_trainer import small_config, small_env
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def greedy(actor, graph) -> np.ndarray:
