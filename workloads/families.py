@@ -503,6 +503,21 @@ def _rnn_label(p: dict) -> str:
     return f"{prefix}-l{p['layers']}-h{p['hidden']}-t{p['steps']}"
 
 
+def _rnn_family(cell: str) -> Family:
+    """The family of ``cell`` (``"lstm"`` or ``"gru"``) unrolled over the sequence."""
+    return Family(
+        cell,
+        lambda layers, hidden, steps, bidirectional: rnn(
+            cell, layers, hidden, steps, bidirectional
+        ),
+        _tokens,
+        lambda p: _rnn_label({**p, "cell": cell}),
+        "steps",
+        f"{cell.upper()} unrolled over the sequence (linear gates), stacked, optionally "
+        "bidirectional",
+    )
+
+
 def _recsys_label(p: dict) -> str:
     kind = "dlrm" if p["interaction"] == "dot" else "widedeep"
     return f"{kind}-s{p['sparse']}-e{p['dim']}-l{p['layers']}"
@@ -562,26 +577,8 @@ FAMILIES: dict[str, Family] = {
             "levels",
             "U-Net encoder-decoder: conv blocks, max pools, transposed convs, concatenated skips",
         ),
-        Family(
-            "lstm",
-            lambda layers, hidden, steps, bidirectional: rnn(
-                "lstm", layers, hidden, steps, bidirectional
-            ),
-            _tokens,
-            lambda p: _rnn_label({**p, "cell": "lstm"}),
-            "steps",
-            "LSTM unrolled over the sequence (linear gates), stacked, optionally bidirectional",
-        ),
-        Family(
-            "gru",
-            lambda layers, hidden, steps, bidirectional: rnn(
-                "gru", layers, hidden, steps, bidirectional
-            ),
-            _tokens,
-            lambda p: _rnn_label({**p, "cell": "gru"}),
-            "steps",
-            "GRU unrolled over the sequence (linear gates), stacked, optionally bidirectional",
-        ),
+        _rnn_family("lstm"),
+        _rnn_family("gru"),
         Family(
             "mlp",
             lambda depth, width: mlp(depth, width),
