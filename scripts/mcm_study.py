@@ -33,6 +33,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--snapshot-every", type=int, help="pretraining generations per snapshot")
     parser.add_argument("--n-jobs", type=int, help="runs in parallel (default 2)")
     parser.add_argument("--optimum-time", type=float, help="CP-SAT seconds per test graph")
+    parser.add_argument(
+        "--scratch-agents", nargs="*", help="searches from scratch (default random sa pg egrl)"
+    )
+    parser.add_argument(
+        "--finetune-agents", nargs="*", help="searches from the snapshot (default pg egrl)"
+    )
+    parser.add_argument("--reference", help="RL from scratch, for Table 2's reductions (pg)")
     parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
     parser.add_argument("--smoke", action="store_true", help="2 test graphs, 2 seeds, tiny sizes")
     parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
@@ -50,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         "snapshot_every": args.snapshot_every,
         "n_jobs": args.n_jobs,
         "optimum_time_s": args.optimum_time,
+        "scratch_agents": None if args.scratch_agents is None else tuple(args.scratch_agents),
+        "finetune_agents": None if args.finetune_agents is None else tuple(args.finetune_agents),
+        "reference": args.reference,
     }
     kwargs = {k: v for k, v in given.items() if v is not None}
     cfg = (smoke_config if args.smoke else full_config)(args.out, **kwargs)

@@ -58,7 +58,8 @@ class StudyConfig:
         overrides: Hydra overrides for every run and the pretraining (policy sizes ...).
         pretrain_overrides, search_overrides: for the pretraining / the sweeps only.
         optimum_time_s, optimum_workers: the CP-SAT limit per test graph and its threads.
-        reference: the method the Table 2 reductions are relative to.
+        scratch_agents, finetune_agents: the searches from scratch and from the snapshot.
+        reference: the method the Table 2 reductions are relative to (RL from scratch).
         smoke: a smoke-scale study (stated in the report).
     """
 
@@ -77,6 +78,8 @@ class StudyConfig:
     optimum_time_s: float = 60.0
     optimum_workers: int = 2
     zero_shot_batch: int = 100
+    scratch_agents: tuple[str, ...] = SCRATCH_AGENTS
+    finetune_agents: tuple[str, ...] = FINETUNE_AGENTS
     reference: str = "pg"
     smoke: bool = False
 
@@ -216,9 +219,15 @@ def sweep_overrides(cfg: StudyConfig, agents: tuple[str, ...]) -> list[str]:
 
 def run_sweeps(cfg: StudyConfig, snapshot: str | Path) -> None:
     """The from-scratch and the fine-tuning sweeps (Hydra multiruns, ``continue_runs=true``)."""
-    launch("mcm-study", sweep_overrides(cfg, SCRATCH_AGENTS), cfg.out / "scratch", cfg.n_jobs)
-    finetune = [*sweep_overrides(cfg, FINETUNE_AGENTS), f"init_from={Path(snapshot).resolve()}"]
-    launch("mcm-finetune", finetune, cfg.out / "finetune", cfg.n_jobs)
+    if cfg.scratch_agents:
+        scratch = sweep_overrides(cfg, cfg.scratch_agents)
+        launch("mcm-study", scratch, cfg.out / "scratch", cfg.n_jobs)
+    if cfg.finetune_agents:
+        finetune = [
+            *sweep_overrides(cfg, cfg.finetune_agents),
+            f"init_from={Path(snapshot).resolve()}",
+        ]
+        launch("mcm-finetune", finetune, cfg.out / "finetune", cfg.n_jobs)
 
 
 def run_zero_shot(cfg: StudyConfig, snapshot: str | Path) -> Path:
