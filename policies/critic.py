@@ -1,16 +1,22 @@
 """Twin Q critic for the discrete SAC learner (EGRL Appendix D, Fujimoto et al.'s two heads).
 
-Each of the two independent towers reads the state together with an action given as
-(possibly noise-smoothed, possibly soft) one-hot scores ``[N, H, C]``::
+A Q head reads the state together with an action given as (possibly noise-smoothed,
+possibly soft) one-hot scores ``[N, H, C]``::
 
-    x [N, F] --Linear--> [N, hidden]  +  actions [N, H*C] --Linear (no bias)--> [N, hidden]
-    --ELU--> depth x (h <- h + ELU(GAT(h)))                on the undirected graph with self-loops
-    --global mean || global max pool--> [G, 2*hidden] --Linear+ELU--> [G, hidden] --Linear--> [G]
+    encoder: x [N, F] --Linear--> [N, hidden]  +  actions [N, H*C] --Linear (no bias)--> [N, hidden]
+             --ELU--> depth x (h <- h + ELU(GAT(h)))        on the undirected graph with self-loops
+             --global mean || global max pool--> [G, 2*hidden]
+    readout: --Linear+ELU--> [G, hidden] --Linear--> [G]
 
-Several actions on the same graph (a minibatch of transitions that share the workload)
-are evaluated at once by folding the sample dimension into a disjoint union of ``S``
-copies of the graph: the state projection is computed once and broadcast, the
-convolutions then run on one graph of ``S * N`` nodes.
+``shared_encoder=False`` (EGRL's twin critic, the default): two independent towers, each
+an encoder and a readout. ``shared_encoder=True``: one encoder feeds both readouts, which
+halves the critic's work; the two heads then differ only in their readouts.
+
+Several actions on the same graph (a minibatch of transitions that share the workload) are
+evaluated at once: the state projection is computed once and broadcast, and the features
+of the ``S`` samples are held node-major, ``[N, S, hidden]``, so every convolution runs
+over the one graph's edges with rows of ``S * hidden`` floats
+(:func:`~policies.graph_ops.attention_on_copies`).
 """
 
 from __future__ import annotations
@@ -22,11 +28,17 @@ from torch import Tensor, nn
 from torch_geometric.nn import global_max_pool, global_mean_pool
 
 from policies.categorical import check_num_choices, choice_mask
-from policies.graph_ops import EdgeCache, attention_conv, check_graph, fold_copies, graph_input
+from policies.graph_ops import (
+    EdgeCache,
+    attention_conv,
+    attention_on_copies,
+    check_graph,
+    graph_input,
+)
 
 
-class QTower(nn.Module):
-    """One Q head: ``(state, action) -> value`` per graph."""
+class QEncoder(nn.Module):
+    """``(state, S actions) -> pooled graph embeddings [G, S, 2 * hidden]``."""
 
     def __init__(
         self, in_dim: int, action_dim: int, hidden: int, depth: int, heads: int, attention: str
@@ -35,48 +47,73 @@ class QTower(nn.Module):
         self.state_in = nn.Linear(in_dim, hidden)
         self.action_in = nn.Linear(action_dim, hidden, bias=False)
         self.convs = nn.ModuleList(attention_conv(attention, hidden, heads) for _ in range(depth))
-        self.readout = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ELU(), nn.Linear(hidden, 1))
         self.act_fn = nn.ELU()
+
+    def encode(
+        self, x: Tensor, actions: Tensor, edges: Tensor, batch: Tensor, num_graphs: int
+    ) -> Tensor:
+        """Pooled embeddings float ``[G, S, 2 * hidden]`` (mean then max over each graph's nodes).
+
+        Args:
+            x: float ``[N, F]`` node features, shared by all samples.
+            actions: float ``[N, S, H*C]`` node-major actions.
+            edges: long ``[2, E]`` the graph's edges with one self-loop per node.
+            batch: long ``[N]`` graph id of each node.
+            num_graphs: ``G``.
+        """
+        h = self.act_fn(self.state_in(x)[:, None] + self.action_in(actions))  # [N, S, hidden]
+        for conv in self.convs:
+            h = h + self.act_fn(attention_on_copies(conv, h, edges))
+        nodes, samples, width = h.shape
+        if num_graphs == 1:
+            pooled = torch.cat([h.mean(0), h.amax(0)], dim=-1)[None]
+        else:
+            flat = h.reshape(nodes, samples * width)
+            pooled = torch.cat(
+                [
+                    global_mean_pool(flat, batch, size=num_graphs).view(-1, samples, width),
+                    global_max_pool(flat, batch, size=num_graphs).view(-1, samples, width),
+                ],
+                dim=-1,
+            )
+        return pooled
+
+
+def q_readout(hidden: int) -> nn.Sequential:
+    """``[..., 2 * hidden] -> [..., 1]``: the value head on a pooled embedding."""
+    return nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ELU(), nn.Linear(hidden, 1))
+
+
+class QTower(QEncoder):
+    """One independent Q head: an encoder and its readout."""
+
+    def __init__(
+        self, in_dim: int, action_dim: int, hidden: int, depth: int, heads: int, attention: str
+    ):
+        super().__init__(in_dim, action_dim, hidden, depth, heads, attention)
+        self.readout = q_readout(hidden)
 
     def forward(
         self, x: Tensor, actions: Tensor, edges: Tensor, batch: Tensor, num_graphs: int
     ) -> Tensor:
-        """Values float ``[S * G]`` (sample-major).
-
-        Args:
-            x: float ``[N, F]`` node features, shared by all samples.
-            actions: float ``[S, N, H*C]``.
-            edges: long ``[2, S*E]`` the folded graph (see :func:`fold_copies`).
-            batch: long ``[S*N]`` graph id of each folded node.
-            num_graphs: ``S * G``.
-        """
-        samples, nodes = actions.shape[:2]
-        h = self.state_in(x)[None] + self.action_in(actions)
-        h = self.act_fn(h).reshape(samples * nodes, -1)
-        for conv in self.convs:
-            h = h + self.act_fn(conv(h, edges))
-        pooled = torch.cat(
-            [
-                global_mean_pool(h, batch, size=num_graphs),
-                global_max_pool(h, batch, size=num_graphs),
-            ],
-            dim=-1,
-        )
-        return self.readout(pooled).squeeze(-1)
+        """Values float ``[G, S]`` (arguments as :meth:`QEncoder.encode`)."""
+        return self.readout(self.encode(x, actions, edges, batch, num_graphs)).squeeze(-1)
 
 
 class TwinQCritic(nn.Module):
-    """Two independent Q towers over a decision graph and a multi-head action.
+    """Two Q heads over a decision graph and a multi-head action.
 
     Args:
         in_dim: node feature width ``F``.
         num_choices: choices per decision head; ``C = max(num_choices)``.
-        hidden: tower width (Table 2: 128).
-        depth: attention layers per tower (Table 2: 4).
+        hidden: encoder width (Table 2: 128).
+        depth: attention layers per encoder (Table 2: 4).
         heads: attention heads per layer (Table 2: 4).
-        attention: ``"gat"`` (default) or ``"gatv2"``. The critic runs on ``S`` copies of
-            the graph per update, where GAT's per-node attention scores make a
-            forward+backward several times cheaper than GATv2's per-edge ones.
+        attention: ``"gat"`` (default) or ``"gatv2"``. GAT's per-node attention scores
+            make a forward+backward over ``S`` samples cheaper than GATv2's per-edge ones.
+        shared_encoder: one encoder for both heads (``True``) or one per head (``False``,
+            two independent towers as in EGRL). Checkpoints of one do not load into the
+            other (:meth:`shares_encoder` tells a state dict's kind).
     """
 
     def __init__(
@@ -87,15 +124,27 @@ class TwinQCritic(nn.Module):
         depth: int = 4,
         heads: int = 4,
         attention: str = "gat",
+        shared_encoder: bool = False,
     ):
         super().__init__()
         self.in_dim = in_dim
         self.num_choices = check_num_choices(num_choices)
+        self.shared_encoder = bool(shared_encoder)
         self.register_buffer("mask", choice_mask(self.num_choices), persistent=False)
         action_dim = self.mask.numel()
-        self.q1 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
-        self.q2 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
+        if self.shared_encoder:
+            self.encoder = QEncoder(in_dim, action_dim, hidden, depth, heads, attention)
+            self.readout1 = q_readout(hidden)
+            self.readout2 = q_readout(hidden)
+        else:
+            self.q1 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
+            self.q2 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
         self._edges = EdgeCache()
+
+    @staticmethod
+    def shares_encoder(state_dict: dict) -> bool:
+        """Whether ``state_dict`` (of a :class:`TwinQCritic`) holds a shared encoder."""
+        return any(str(key).startswith("encoder.") for key in state_dict)
 
     def forward(
         self, x: Tensor, edge_index: Tensor, actions: Tensor, batch: Tensor | None = None
@@ -125,13 +174,21 @@ class TwinQCritic(nn.Module):
                 f"(N, H, C) = {expected}, got {list(actions.shape)}"
             )
         samples = stacked.size(0)
-        flat = (stacked * self.mask).reshape(samples, x.size(0), -1).to(x.dtype)
-        edges, folded = fold_copies(
-            self._edges(edge_index, x.size(0)), graph.batch, x.size(0), graph.num_graphs, samples
+        node_major = (stacked * self.mask).transpose(0, 1).reshape(x.size(0), samples, -1)
+        inputs = (
+            x,
+            node_major.to(x.dtype),
+            self._edges(edge_index, x.size(0)),
+            graph.batch,
+            graph.num_graphs,
         )
-        groups = samples * graph.num_graphs
-        q1 = self.q1(x, flat, edges, folded, groups).reshape(samples, graph.num_graphs)
-        q2 = self.q2(x, flat, edges, folded, groups).reshape(samples, graph.num_graphs)
+        if self.shared_encoder:
+            pooled = self.encoder.encode(*inputs)
+            q1 = self.readout1(pooled).squeeze(-1)
+            q2 = self.readout2(pooled).squeeze(-1)
+        else:
+            q1, q2 = self.q1(*inputs), self.q2(*inputs)
+        q1, q2 = q1.T, q2.T  # [S, G]
         if single:
             return q1[0], q2[0]
         if batch is None:

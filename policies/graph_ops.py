@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch_geometric.nn import GATConv, GATv2Conv
 from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
 
@@ -143,3 +144,72 @@ def attention_conv(kind: str, hidden: int, heads: int) -> nn.Module:
     if heads < 1 or hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be a positive multiple of heads ({heads})")
     return ATTENTION[kind](hidden, hidden // heads, heads=heads, concat=True, add_self_loops=False)
+
+
+def edge_softmax(scores: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+    """Softmax of edge scores ``[E, ...]`` over the edges entering each node.
+
+    ``dst`` long ``[E]``: the node each edge enters. Node-major: the trailing dimensions
+    (samples, attention heads) are independent softmaxes over the same edges. As in
+    :func:`torch_geometric.utils.softmax`, the (detached) largest score entering a node is
+    subtracted first and ``1e-16`` is added to the denominator.
+    """
+    shape = (num_nodes, *scores.shape[1:])
+    top = scores.new_full(shape, float("-inf"))
+    top = top.index_reduce_(0, dst, scores.detach(), "amax")
+    exp = (scores - top.index_select(0, dst)).exp()
+    total = exp.new_zeros(shape).index_add(0, dst, exp) + 1e-16
+    return exp / total.index_select(0, dst)
+
+
+def _check_shared_conv(conv: nn.Module) -> None:
+    """Refuse convolution settings :func:`attention_on_copies` does not implement."""
+    if not isinstance(conv, (GATConv, GATv2Conv)):
+        raise TypeError(f"attention_on_copies: expected GATConv or GATv2Conv, got {type(conv)}")
+    unsupported = {
+        "concat": not conv.concat,
+        "add_self_loops": conv.add_self_loops,
+        "edge_dim": conv.edge_dim is not None,
+        "residual": getattr(conv, "res", None) is not None,
+        "dropout": conv.training and conv.dropout > 0,
+        "bipartite": getattr(conv, "lin", True) is None,
+    }
+    bad = [name for name, flag in unsupported.items() if flag]
+    if bad:
+        raise ValueError(f"attention_on_copies: {type(conv).__name__} with {bad} is not supported")
+
+
+def attention_on_copies(conv: nn.Module, h: Tensor, edges: Tensor) -> Tensor:
+    """``conv`` applied to ``S`` copies of one graph at once: float ``[N, S, D]``.
+
+    Computes what ``conv(h[:, s], edges)`` computes for every sample ``s`` (up to the order
+    of floating-point sums), with the sample dimension inside each node's row: every
+    gather and scatter runs over the ``E`` edges of the one graph with rows of ``S * D``
+    floats, instead of over ``S * E`` edges of a folded disjoint union.
+
+    Args:
+        conv: a :class:`GATConv` or :class:`GATv2Conv` made by :func:`attention_conv`
+            (concatenated heads, no added self-loops); its parameters are used as they are.
+        h: float ``[N, S, D_in]`` node-major features of ``S`` samples.
+        edges: long ``[2, E]`` edges of the one graph (already with self-loops).
+    """
+    _check_shared_conv(conv)
+    nodes, samples = h.shape[:2]
+    heads, width = conv.heads, conv.out_channels
+    src, dst = edges[0], edges[1]
+    if isinstance(conv, GATConv):
+        x = conv.lin(h).view(nodes, samples, heads, width)
+        score_src = (x * conv.att_src).sum(-1)  # [N, S, heads]
+        score_dst = (x * conv.att_dst).sum(-1)
+        scores = score_src.index_select(0, src) + score_dst.index_select(0, dst)
+        scores = F.leaky_relu(scores, conv.negative_slope)  # [E, S, heads]
+    else:
+        x = conv.lin_l(h).view(nodes, samples, heads, width)
+        right = x if conv.share_weights else conv.lin_r(h).view(nodes, samples, heads, width)
+        pair = x.index_select(0, src) + right.index_select(0, dst)
+        scores = (F.leaky_relu(pair, conv.negative_slope) * conv.att).sum(-1)
+    alpha = edge_softmax(scores, dst, nodes)
+    messages = x.index_select(0, src) * alpha.unsqueeze(-1)  # [E, S, heads, width]
+    out = messages.new_zeros(x.shape).index_add(0, dst, messages)
+    out = out.view(nodes, samples, heads * width)
+    return out if conv.bias is None else out + conv.bias

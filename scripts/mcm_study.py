@@ -41,6 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--reference", help="RL from scratch, for Table 2's reductions (pg)")
     parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
+    parser.add_argument(
+        "--pretrain-set", nargs="*", default=[], help="overrides of the pretraining only (samples=4)"
+    )
     parser.add_argument("--smoke", action="store_true", help="2 test graphs, 2 seeds, tiny sizes")
     parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
     return parser.parse_args(argv)
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = {k: v for k, v in given.items() if v is not None}
     cfg = (smoke_config if args.smoke else full_config)(args.out, **kwargs)
     cfg.overrides += args.set
+    cfg.pretrain_overrides += args.pretrain_set
     command = "python scripts/mcm_study.py " + " ".join(shlex.quote(a) for a in argv)
     result = report(cfg, command) if args.report_only else run_study(cfg, command)
     for row in result.rows:
