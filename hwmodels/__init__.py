@@ -42,7 +42,13 @@ def register(name: str) -> Callable:
 
 
 #: modules of the built-in models; each registers itself when imported
-_BUILTIN_MODULES = ("hwmodels.nnpi", "hwmodels.external", "hwmodels.mcm")
+_BUILTIN_MODULES = (
+    "hwmodels.nnpi",
+    "hwmodels.external",
+    "hwmodels.mcm",
+    "hwmodels.banked",
+    "hwmodels.tpu",
+)
 
 
 def _load_builtins() -> None:
