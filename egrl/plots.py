@@ -32,3 +32,38 @@ def plot_speedup_curve(rows: Sequence[dict], path: str | Path, title: str = "") 
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_learner_entropy(
+    rows: Sequence[dict], path: str | Path, uniform: float | None = None, title: str = ""
+) -> Path:
+    """The learner's policy entropy (mean over decisions, nats) against iterations.
+
+    Args:
+        rows: metrics rows with ``iterations`` and ``entropy`` (generations without a
+            learner update, NaN, are skipped).
+        path: PNG file to write.
+        uniform: the entropy of the uniform policy (drawn as a reference), if known.
+    """
+    path = Path(path)
+    points = [
+        (float(r["iterations"]), float(r["entropy"]))
+        for r in rows
+        if r.get("entropy") not in (None, "") and float(r["entropy"]) == float(r["entropy"])
+    ]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    if points:
+        its, ent = zip(*points)
+        ax.plot(its, ent, label="learner policy")
+    if uniform is not None:
+        ax.axhline(uniform, color="grey", linestyle="--", label="uniform policy")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_xlabel("iterations (hardware evaluations)")
+    ax.set_ylabel("entropy per decision (nats)")
+    ax.set_title(title)
+    ax.legend(loc="lower left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

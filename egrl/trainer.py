@@ -41,7 +41,7 @@ from egrl.env import Env
 from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
 from egrl.portfolio import LearnerPortfolio
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACDiscrete
+from egrl.sac import SACDiscrete, uniform_entropy
 from egrl.transfer import SNAPSHOT_DIR, write_snapshot
 from egrl.warm_start import warm_start
 from policies import GraphUNetActor, seeded_init
@@ -90,6 +90,7 @@ class Trainer(SearchAgent):
     accepts_init_from = True
     extra_columns = (
         "champion_type",
+        "champion_descent",
         "pop_best_reward",
         "pop_mean_reward",
         "pop_valid_fraction",
@@ -273,6 +274,7 @@ class Trainer(SearchAgent):
         best = int(np.argmax(fitness))
         return {
             "champion_type": str(kinds[best]),
+            "champion_descent": self.population.descent_label(best),
             "pop_best_reward": float(fitness[best]),
             "pop_mean_reward": float(np.concatenate([ev.reward for ev in evaluations]).mean()),
             "pop_valid_fraction": float(np.concatenate([ev.valid for ev in evaluations]).mean()),
@@ -350,6 +352,19 @@ class Trainer(SearchAgent):
         row = {k: float(np.mean([s[k] for s in stats])) for k in stats[0] if k in self.columns}
         row["gradient_steps"] = ups * len(learners)
         return row
+
+    def write_outputs(self) -> None:
+        """The base outputs and, when a learner trains, ``entropy.png``: its policy entropy."""
+        super().write_outputs()
+        if self.portfolio is not None:
+            from egrl.plots import plot_learner_entropy
+
+            plot_learner_entropy(
+                self.rows,
+                self.run_dir / "entropy.png",
+                uniform=uniform_entropy(self.num_choices),
+                title=f"{self.name} learner on {self.env.workload.name}",
+            )
 
     # -------------------------------------------------------------- snapshots
     @property

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 GNN = "gnn"
 BOLTZMANN = "boltzmann"
 KINDS = (GNN, BOLTZMANN)
+#: descent flags of a member (:attr:`MixedPopulation.descent`): it descends from a learner
+#: copied in by :meth:`MixedPopulation.migrate`, or from a chromosome seeded from a GNN
+FROM_LEARNER = 1
+FROM_SEEDING = 2
 STATE_FORMAT = "mixed-population/1"
 
 
@@ -108,6 +112,7 @@ class MixedPopulation:
         self.fitness = np.full(size, np.nan)
         self.evaluated = np.zeros(size, dtype=bool)
         self.migrants = np.zeros(size, dtype=bool)
+        self.descent = np.zeros(size, dtype=np.uint8)
         self.elites = np.zeros(0, dtype=np.int64)
         self.toolbox = build_toolbox(self.params, self.num_choices)
 
@@ -259,6 +264,7 @@ class MixedPopulation:
         )
         self._breed_gnns(report, generator)
         self._breed_chromosomes(report, graph, generator)
+        self._inherit_descent(report)
         self.ids[children] = self._new_ids(children.size)
         self.evaluated[children] = False
         self.elites = elites
@@ -270,6 +276,19 @@ class MixedPopulation:
             int(report.mutated.sum()),
         )
         return report
+
+    def _inherit_descent(self, r: GenerationReport) -> None:
+        """A child descends from whatever its base and, if it mixed in its mate (crossover
+        or seeding), its mate descend from; a seeded chromosome descends from seeding."""
+        mixed = r.crossed | r.seeded
+        descent = self.descent[r.bases] | np.where(mixed, self.descent[r.mates], 0)
+        self.descent[r.children] = descent | np.where(r.seeded, FROM_SEEDING, 0)
+
+    def descent_label(self, index: int) -> str:
+        """``"learner"``, ``"seeding"``, ``"learner+seeding"`` or ``"none"`` for member ``index``."""
+        flags = int(self.descent[index])
+        names = [n for f, n in ((FROM_LEARNER, "learner"), (FROM_SEEDING, "seeding")) if flags & f]
+        return "+".join(names) or "none"
 
     def _breed_gnns(self, r: GenerationReport, generator: torch.Generator) -> None:
         mine = self.kinds[r.children] == GNN
@@ -370,6 +389,7 @@ class MixedPopulation:
         self.fitness[weakest] = np.nan
         self.evaluated[weakest] = False
         self.migrants[weakest] = True
+        self.descent[weakest] = FROM_LEARNER
         log.debug("migrated the learner into member %d (%s)", weakest, self.kinds[weakest])
         return weakest
 
@@ -386,6 +406,7 @@ class MixedPopulation:
             "fitness": self.fitness.copy(),
             "evaluated": self.evaluated.copy(),
             "migrants": self.migrants.copy(),
+            "descent": self.descent.copy(),
             "elites": self.elites.copy(),
             "params": self.params.to_dict(),
             "rng": _jsonable(self.rng.bit_generator.state),
@@ -422,6 +443,8 @@ class MixedPopulation:
         self.fitness = np.asarray(state["fitness"], dtype=np.float64).copy()
         self.evaluated = np.asarray(state["evaluated"], dtype=bool).copy()
         self.migrants = np.asarray(state["migrants"], dtype=bool).copy()
+        # checkpoints written before descent was tracked know no descent
+        self.descent = np.asarray(state.get("descent", np.zeros(self.size)), dtype=np.uint8).copy()
         self.elites = np.asarray(state["elites"], dtype=np.int64).copy()
         self.rng.bit_generator.state = state["rng"]
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from egrl.experiments import aggregate, launch, read_transfer, sweep_record
 from egrl.experiments.launch import default_sweep_dir
 from egrl.experiments.results_page import render
+from egrl.experiments.results_sections import other_sections
 
 PAPER_AGENTS = ["egrl", "ea", "pg", "greedy-dp", "random", "sa", "ga"]
 PAPER_WORKLOADS = ["resnet50", "resnet101", "bert-base"]
@@ -108,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         sources += [str(p) for p in zero_shot(agg)]
     transfer = read_transfer(sources) if sources else None
     args.page.parent.mkdir(parents=True, exist_ok=True)
+    kept = other_sections(args.page)  # the other studies' sections stay on the page
     args.page.write_text(
-        render(agg, args.page, records, command, transfer, sources),
+        render(agg, args.page, records, command, transfer, sources).rstrip("\n") + "\n" + kept,
         encoding="utf-8",
     )
     print(f"{args.page} written from {len(agg.runs)} runs ({len(agg.problems)} left out)")

@@ -247,3 +247,15 @@ def test_egrl_train_runs_a_baseline(tmp_path):
     assert int(rows[-1]["iterations"]) == 60 and "temperature" in rows[0]
     saved = json.loads((run_dir / "best_mapping.json").read_text())
     assert saved["agent"] == "sa" and saved["workload"] == "resnet18"
+
+
+def test_metrics_rows_keep_the_header_of_an_existing_file(tmp_path):
+    from egrl.agents.base import append_metrics_row
+
+    path = tmp_path / "metrics.csv"
+    append_metrics_row(path, ("generation", "best"), {"generation": 1, "best": 0.5})
+    # a newer version resuming the run knows one more column: the file keeps its layout
+    append_metrics_row(
+        path, ("generation", "extra", "best"), {"generation": 2, "extra": 7, "best": 0.6}
+    )
+    assert path.read_text().splitlines() == ["generation,best", "1,0.5", "2,0.6"]

@@ -391,6 +391,35 @@ def test_a_migrant_placed_before_evolve_survives_the_generation():
     assert not pop.migrants.any() and pop.evaluated.all()
 
 
+def check_inherited_descent(pop: MixedPopulation, before: np.ndarray, report) -> None:
+    """Every child carries its base's flags, its mate's when mixed in, and seeding if seeded."""
+    for child, base, mate, crossed, seeded in zip(
+        report.children, report.bases, report.mates, report.crossed, report.seeded
+    ):
+        expected = int(before[base]) | (int(before[mate]) if crossed or seeded else 0)
+        expected |= 2 if seeded else 0
+        assert int(pop.descent[child]) == expected
+
+
+def test_descent_follows_migrants_and_seeded_chromosomes_through_generations():
+    graph = make_graph()
+    pop = make_population(mutation_prob=0.0, crossover_prob=1.0, seed_prob=1.0)
+    assert [pop.descent_label(i) for i in range(pop.size)] == ["none"] * pop.size
+    pop.set_fitness(np.array([0.5, 0.6, 0.7, 0.05, 0.9, 1.0, 1.1, 0.0, 0.01, 0.02]))
+    migrant = pop.migrate(seeded_gnn(1))
+    assert pop.descent_label(migrant) == "learner"
+    for generation in range(3):
+        before = pop.descent.copy()
+        report = pop.evolve(graph, gen(generation))
+        check_inherited_descent(pop, before, report)
+        assert (pop.descent[report.elites] == before[report.elites]).all()
+        pop.set_fitness(np.where(pop.descent & 1, 1.0, 0.0) + np.linspace(0, 0.1, pop.size))
+    assert report.seeded.any()  # seed_prob=1: chromosome children with a GNN mate
+    labels = {pop.descent_label(i) for i in range(pop.size)}
+    assert "learner" in labels or "learner+seeding" in labels
+    assert labels & {"seeding", "learner+seeding"}
+
+
 def test_migration_into_a_weakest_chromosome_seeds_it():
     graph = make_graph()
     pop = make_population(migration_target="any")
@@ -440,6 +469,7 @@ def test_state_round_trip_through_a_checkpoint(tmp_path):
     assert np.array_equal(other.ids, pop.ids)
     assert np.array_equal(other.evaluated, pop.evaluated)
     assert np.array_equal(other.fitness, pop.fitness, equal_nan=True)
+    assert np.array_equal(other.descent, pop.descent)
     assert other.params == pop.params
     for i in pop.indices("gnn"):
         mine, theirs = weights(pop, int(i)), weights(other, int(i))

@@ -21,3 +21,15 @@ def test_section_names_are_checked(tmp_path):
 
     with pytest.raises(ValueError, match="section name"):
         write_section("Bad Name", "x", source="a.py", page=tmp_path / "r.md")
+
+
+def test_other_sections_survive_a_rewrite_of_the_head(tmp_path):
+    from egrl.experiments.results_sections import other_sections
+
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n\nold head\n")
+    write_section("a", "## A\n\none", source="a.py", page=page)
+    write_section("b", "## B\n\ntwo", source="b.py", page=page)
+    page.write_text("# Results\n\nnew head\n" + other_sections(page))
+    assert read_section("a", page) == "## A\n\none" and read_section("b", page) == "## B\n\ntwo"
+    assert "old head" not in page.read_text() and other_sections(tmp_path / "none.md") == ""

@@ -373,8 +373,15 @@ class SearchAgent:
 
 
 def append_metrics_row(path: Path, columns: tuple[str, ...], row: dict) -> None:
-    """Append one row to a metrics CSV, writing the header first if the file is new."""
-    new = not path.exists()
+    """Append one row to a metrics CSV, writing the header first if the file is new.
+
+    An existing file keeps its own header (a run resumed by a newer version writes the
+    columns it had, in its order; a column it lacks is left out of its rows).
+    """
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="", encoding="utf-8") as f:
+            columns = tuple(next(csv.reader(f), columns))
     with open(path, "a", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         if new:

@@ -61,6 +61,8 @@ class StudyConfig:
         scratch_agents, finetune_agents: the searches from scratch and from the snapshot.
         reference: the method the Table 2 reductions are relative to (RL from scratch).
         smoke: a smoke-scale study (stated in the report).
+        excluded: test graphs left out because they cannot be mapped, with the reason
+            (:func:`drop_unmappable`).
     """
 
     out: Path
@@ -82,6 +84,7 @@ class StudyConfig:
     finetune_agents: tuple[str, ...] = FINETUNE_AGENTS
     reference: str = "pg"
     smoke: bool = False
+    excluded: dict[str, str] = field(default_factory=dict)
 
     @property
     def pretrain_dir(self) -> Path:
@@ -125,6 +128,29 @@ def smoke_config(out: str | Path, dataset: str = "mcm87", **kwargs) -> StudyConf
         smallest(list(parts["test"]), 2),
         **base,
     )
+
+
+def drop_unmappable(cfg: StudyConfig, hw_params: dict | None = None) -> StudyConfig:
+    """Leave out the test graphs that the package cannot hold (no partition fits the SRAM).
+
+    The greedy compiler's failure names the chip and the bytes; the reason is kept in
+    ``cfg.excluded`` and stated in the report. No search can map such a graph, so it would
+    only fail every run of the sweeps.
+    """
+    from egrl.env import make_env
+
+    params = {k: v for k, v in (hw_params or {}).items() if k not in ("native", "seed")}
+    kept = []
+    for w in cfg.test:
+        try:
+            make_env("mcm", w, **params)
+        except ValueError as exc:
+            cfg.excluded[w] = str(exc)
+            log.warning("left out of the study: %s", exc)
+        else:
+            kept.append(w)
+    cfg.test = kept
+    return cfg
 
 
 # ------------------------------------------------------------------ pretraining
@@ -247,6 +273,7 @@ def run_zero_shot(cfg: StudyConfig, snapshot: str | Path) -> Path:
 def run_study(cfg: StudyConfig, command: str = "") -> StudyReport:
     """Every step of the study, then the report in ``OUT/report``."""
     cfg.out.mkdir(parents=True, exist_ok=True)
+    drop_unmappable(cfg)
     run_pretrain(cfg)
     choice = select_snapshot(cfg)
     run_zero_shot(cfg, choice["snapshot"])
@@ -262,6 +289,7 @@ def report(cfg: StudyConfig, command: str = "") -> StudyReport:
     """
     info = read_run_info(cfg.pretrain_dir) if (cfg.pretrain_dir / "config.yaml").exists() else None
     params = {k: v for k, v in (info.hw_params if info else {}).items() if k != "seed"}
+    drop_unmappable(cfg, params)
     lim = limits(cfg.test, cfg.out / LIMITS_FILE, params, cfg.optimum_time_s, cfg.optimum_workers)
     choice_path = cfg.out / "selection.json"
     choice = json.loads(choice_path.read_text(encoding="utf-8")) if choice_path.exists() else {}
@@ -273,6 +301,11 @@ def report(cfg: StudyConfig, command: str = "") -> StudyReport:
         else f"{len(cfg.test)} test graphs, {cfg.seeds} seeds, budget {cfg.budget} paid samples per "
         f"run; pretraining {cfg.pretrain_budget} evaluations on {len(cfg.train)} training graphs."
     )
+    if cfg.excluded:
+        scale += " Left out (no partition fits the package): " + "; ".join(
+            f"`{w}` ({why})" for w, why in cfg.excluded.items()
+        )
+        scale += "."
     if choice:
         scale += (
             f" Pretrained snapshot: {Path(choice['snapshot']).name} (validation geomean of greedy "

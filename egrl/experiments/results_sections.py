@@ -49,6 +49,29 @@ def read_section(name: str, page: str | Path = RESULTS_PAGE) -> str | None:
     return body.rsplit("<!-- /section:", 1)[0].rstrip("\n")
 
 
+def other_sections(page: str | Path = RESULTS_PAGE) -> str:
+    """Every marked section of ``page``, markers included, in page order ("" if none).
+
+    A study that writes the unmarked head of the page (the NNP-I study,
+    ``scripts/make_results.py``) appends these so that the other studies' sections stay.
+    """
+    path = Path(page)
+    if not path.exists():
+        return ""
+    blocks = re.findall(
+        r"<!-- section: ([a-z0-9-]+) \(.*?\) -->\n.*?<!-- /section: \1 -->\n?",
+        path.read_text(),
+        re.DOTALL,
+    )
+    if not blocks:
+        return ""
+    text = path.read_text()
+    spans = [
+        _pattern(name).search(text).group(0).rstrip("\n") + "\n" for name in dict.fromkeys(blocks)
+    ]
+    return "\n" + "\n".join(spans)
+
+
 def write_section(name: str, text: str, source: str, page: str | Path = RESULTS_PAGE) -> Path:
     """Put ``text`` into section ``name`` of ``page``, made by ``source`` (a command).
 
