@@ -315,6 +315,7 @@ def make_env(
     workload: str | Workload = "resnet50",
     invalid_reward_scale: float = 1.0,
     reward: str = "egrl",
+    eliminate_data_movement: bool = False,
     **hw_params,
 ) -> Env:
     """Bind a hardware model to a workload.
@@ -324,6 +325,8 @@ def make_env(
         workload: a zoo name (``workloads.names()``), a path to a workload JSON, or a
             :class:`Workload`.
         invalid_reward_scale, reward: see :class:`Env`.
+        eliminate_data_movement: rewrite the workload with
+            :func:`workloads.eliminate_data_movement` first (docs/dme.md).
         **hw_params: parameters of the hardware model when given by name; ``module``
             (a dotted module name or a ``.py`` path) is imported first so that a model
             outside ``hwmodels`` can register itself (:func:`hwmodels.make`).
@@ -336,5 +339,17 @@ def make_env(
         raise TypeError("hardware parameters are only accepted with a hardware-model name")
     if isinstance(workload, str):
         workload = load_workload(workload)
+    if eliminate_data_movement:
+        import workloads
+
+        workload, report = workloads.eliminate_data_movement(workload)
+        log.info(
+            "data-movement elimination on %s: %d -> %d nodes, %d of %d load/store pairs removed",
+            workload.name,
+            report.nodes_before,
+            report.nodes_after,
+            report.pairs_eliminated,
+            report.pairs_total,
+        )
     target = hwmodel.bind(workload)
     return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from workloads import datasets
+from workloads.dme import eliminate_data_movement
 from workloads.errors import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from workloads.ir import FEATURE_NAMES, OP_TYPES, Node, TensorInfo, Workload
 from workloads.zoo import load, names
@@ -58,6 +59,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "datasets",
+    "eliminate_data_movement",
     "from_onnx",
     "from_torch",
     "load",

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from workloads.errors import WorkloadError
 from workloads.ir import Node, TensorInfo, Workload
+from workloads.movement_fusion import MovementTracker
 from workloads.rawgraph import ANCHOR_KINDS, KINDS, RawOp
 
 #: Kinds whose output is folded into a weight value when only parameters feed them.
@@ -109,9 +110,10 @@ def fuse(
     """
     check_granularity(granularity)
     shapes = _check_ops(raw_ops, graph_inputs, name)
-    classified = _classify(raw_ops)
-    groups, owner, folded = _group(classified, fuse_ops=granularity == "layer")
-    nodes, internal_reads = _emit(groups, owner, shapes, dtype_bytes)
+    tracker = MovementTracker(raw_ops)
+    classified = _classify(raw_ops, tracker)
+    groups, owner, folded = _group(classified, fuse_ops=granularity == "layer", tracker=tracker)
+    nodes, internal_reads = _emit(groups, owner, shapes, dtype_bytes, tracker)
     meta = dict(meta or {})
     charged = [g.params for g in groups]
     meta["fusion"] = {
@@ -154,8 +156,12 @@ def _check_ops(
     return shapes
 
 
-def _classify(raw_ops: Sequence[RawOp]) -> _Classified:
-    """First pass: fold constants, weight values and aliases; count live consumers."""
+def _classify(raw_ops: Sequence[RawOp], tracker: MovementTracker | None = None) -> _Classified:
+    """First pass: fold constants, weight values and aliases; count live consumers.
+
+    ``tracker`` records the data-movement steps of the folded views.
+    """
+    tracker = tracker or MovementTracker(())
     resolve: dict[str, str] = {}
     const: set[str] = set()
     weight_values: dict[str, dict[str, int]] = {}
@@ -175,12 +181,15 @@ def _classify(raw_ops: Sequence[RawOp]) -> _Classified:
         if op.kind == "const" or (not live_in and not params):
             const.add(op.name)
             folded["const"] += 1
+            tracker.fold(op, "const")
         elif not live_in and op.kind in _WEIGHT_FOLDABLE:
             weight_values[op.name] = params
             folded["weight_only"] += 1
+            tracker.fold(op, "weight_only")
         elif op.kind == "alias" and not params:
             resolve[op.name] = live_in[0]
             folded["alias"] += 1
+            tracker.fold(op, "alias")
         else:
             live.append((op, live_in, params))
     consumers: Counter = Counter(v for _, live_in, _ in live for v in live_in)
@@ -188,12 +197,14 @@ def _classify(raw_ops: Sequence[RawOp]) -> _Classified:
 
 
 def _group(
-    classified: _Classified, fuse_ops: bool = True
+    classified: _Classified, fuse_ops: bool = True, tracker: MovementTracker | None = None
 ) -> tuple[list[_Group], dict[str, int], Counter]:
     """Second pass: assign every live op to a node; return groups, owner map, folds.
 
-    With ``fuse_ops`` False (op granularity) every live op starts its own node.
+    With ``fuse_ops`` False (op granularity) every live op starts its own node;
+    ``tracker`` composes the data-movement steps of layout nodes.
     """
+    tracker = tracker or MovementTracker(())
     groups: list[_Group] = []
     owner: dict[str, int] = {}  # live value -> index of the group computing it
     read_outside: set[str] = set()  # values read by a group other than their owner
@@ -211,8 +222,10 @@ def _group(
                 op_type = "linear"
             groups.append(_Group(anchor=op, op_type=op_type, latest=op.name))
             target = len(groups) - 1
+            tracker.start(target, op, lambda v: owner.get(v) == len(groups) - 1)
         else:
             folded[op.kind] += 1
+            tracker.join(target, op, groups[target].latest, lambda v, t=target: owner.get(v) == t)
         group = groups[target]
         for src in live_in:
             if owner.get(src) != target:
@@ -266,11 +279,20 @@ def _emit(
     owner: dict[str, int],
     shapes: dict[str, tuple[int, ...]],
     dtype_bytes: int,
+    tracker: MovementTracker | None = None,
 ) -> tuple[list[Node], int]:
     """Build IR nodes from groups; return them and the number of internal reads."""
+    tracker = tracker or MovementTracker(())
+
+    def source(value: str) -> tuple[str, bool]:
+        if value not in owner:
+            return value, True
+        producer = groups[owner[value]]
+        return producer.anchor.name, value == producer.latest
+
     nodes: list[Node] = []
     internal_reads = 0
-    for group in groups:
+    for index, group in enumerate(groups):
         inputs: list[str] = []
         input_shapes: list[tuple[int, ...]] = []
         for src in group.inputs:
@@ -293,7 +315,10 @@ def _emit(
                 weight_bytes=int(sum(group.params.values())) * dtype_bytes,
                 macs=group.macs,
                 vector_ops=group.vector_ops,
-                attrs=dict(group.anchor.attrs),
+                attrs={
+                    **{k: v for k, v in group.anchor.attrs.items() if k != "movement"},
+                    **tracker.node_attrs(index, source, inputs),
+                },
                 fused=list(group.members),
             )
         )

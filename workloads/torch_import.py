@@ -35,6 +35,7 @@ from workloads.errors import UnsupportedOperatorError, WorkloadError
 from workloads.fusion import check_granularity, fuse
 from workloads.ir import TensorInfo, Workload
 from workloads.rawgraph import RawOp
+from workloads.torch_movement import movement_spec
 from workloads.torch_ops import SKIP, lookup, numel, op_name, rule_key, shape_of
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,9 @@ def _translate_node(
         return None
     inputs, op_params = _operands(node, params, names)
     cost = rule.cost(node) if rule.cost is not None else None
+    attrs = dict(cost.attrs) if cost else {}
+    if rule.kind in ("alias", "layout"):  # its step, for data-movement elimination
+        attrs["movement"] = movement_spec(node, names)
     return RawOp(
         name=_value_name(node),
         kind=rule.kind,
@@ -156,7 +160,7 @@ def _translate_node(
         params=op_params,
         macs=cost.macs if cost else 0,
         vector_ops=cost.vector_ops if cost else 0,
-        attrs=dict(cost.attrs) if cost else {},
+        attrs=attrs,
     )
 
 

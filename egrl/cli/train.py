@@ -154,6 +154,7 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
         workload=cfg.workload.name,
         invalid_reward_scale=cfg.invalid_reward_scale,
         reward=cfg.get("reward", "egrl"),
+        eliminate_data_movement=bool(cfg.workload.get("eliminate_data_movement", False)),
         **params,
     )
     trainer = make_agent(env, train_cfg, run_dir)
