@@ -42,10 +42,11 @@ docs/learner.md gives the equations, the defaults and where each comes from.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -58,6 +59,8 @@ from policies.categorical import choice_mask
 ACTOR_ACTIONS = ("probs", "argmax_probs")
 ENTROPY_REDUCTIONS = ("sum", "mean")
 REWARD_NORMS = ("buffer", "none")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,6 +100,9 @@ class SACConfig:
         target_actor: keep a soft-updated actor copy for ``a'`` (Algorithm 2 line 30);
             ``False`` takes ``a'`` from the online actor.
         grad_clip_norm: clip each network's gradient to this norm (``None``: no clipping).
+        shared_critic_encoder: the twin critic's two Q heads read one graph encoder
+            (``True``, half the critic's work) or each its own (``False``: EGRL's two
+            independent towers). Only :meth:`SACDiscrete.build` reads it.
     """
 
     gamma: float = 0.99
@@ -119,6 +125,7 @@ class SACConfig:
     actor_action: str = "probs"
     target_actor: bool = True
     grad_clip_norm: float | None = 5.0
+    shared_critic_encoder: bool = True
 
     def __post_init__(self) -> None:
         if self.actor_action not in ACTOR_ACTIONS:
@@ -232,11 +239,27 @@ def policy_action(probs: Tensor, mode: str) -> Tensor:
 
 @torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """``theta' <- tau * theta + (1 - tau) * theta'`` for parameters; buffers are copied."""
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.lerp_(s, tau)
+    """``theta' <- tau * theta + (1 - tau) * theta'`` for parameters; buffers are copied.
+
+    One multi-tensor ``lerp`` over all parameters (``torch._foreach_lerp_``), the same
+    arithmetic as one ``lerp_`` per parameter.
+    """
+    targets, sources = list(target.parameters()), list(source.parameters())
+    if len(targets) != len(sources):
+        raise ValueError(f"soft_update: {len(targets)} target vs {len(sources)} source parameters")
+    if targets:
+        torch._foreach_lerp_(targets, sources, tau)
     for t, s in zip(target.buffers(), source.buffers(), strict=True):
         t.copy_(s)
+
+
+def adam(params, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam with the fused (single-kernel) update where the device has one (CPU, CUDA).
+
+    The fused step computes Adam's update in one pass over every parameter; its results
+    can differ from the per-parameter loop in the last bits.
+    """
+    return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
 
 
 @contextmanager
@@ -296,8 +319,8 @@ class SACDiscrete:
         self.actor_target = (
             copy.deepcopy(self.actor).requires_grad_(False) if self.config.target_actor else None
         )
-        self.actor_optim = torch.optim.Adam(self.actor.parameters(), lr=self.config.lr_actor)
-        self.critic_optim = torch.optim.Adam(self.critic.parameters(), lr=self.config.lr_critic)
+        self.actor_optim = adam(self.actor.parameters(), self.config.lr_actor, self.device)
+        self.critic_optim = adam(self.critic.parameters(), self.config.lr_critic, self.device)
         alpha = self.config.alpha_init if self.config.autotune_alpha else self.config.alpha
         self.log_alpha = torch.tensor(
             math.log(alpha) if alpha > 0 else -math.inf,
@@ -305,7 +328,7 @@ class SACDiscrete:
             requires_grad=self.config.autotune_alpha,
         )
         self.alpha_optim = (
-            torch.optim.Adam([self.log_alpha], lr=self.config.lr_alpha)
+            adam([self.log_alpha], self.config.lr_alpha, self.device)
             if self.config.autotune_alpha
             else None
         )
@@ -337,7 +360,14 @@ class SACDiscrete:
             actor = GraphUNetActor(
                 in_dim, list(num_choices), hidden=hidden, out=out, depth=depth, heads=heads
             )
-            critic = TwinQCritic(in_dim, list(num_choices), hidden=hidden, depth=depth, heads=heads)
+            critic = TwinQCritic(
+                in_dim,
+                list(num_choices),
+                hidden=hidden,
+                depth=depth,
+                heads=heads,
+                shared_encoder=(config or SACConfig()).shared_critic_encoder,
+            )
             return actor, critic
 
         actor, critic = seeded_init(seed, networks)
@@ -515,6 +545,31 @@ class SACDiscrete:
             self.actor_target.load_state_dict(self.actor.state_dict())
 
     # ------------------------------------------------------------- checkpoints
+    def _match_critic(self, critic_state: dict) -> None:
+        """Rebuild the twin critic (target, optimizer) with a checkpoint's encoder layout.
+
+        A checkpoint written before ``shared_critic_encoder`` existed holds two towers;
+        restoring it into a learner built with a shared encoder gives the learner the
+        checkpoint's two towers (and sets ``config.shared_critic_encoder`` to match), so
+        a resumed run goes on with the critic it had.
+        """
+        from policies import TwinQCritic
+
+        if not isinstance(self.critic, TwinQCritic):
+            return
+        shared = TwinQCritic.shares_encoder(critic_state)
+        if shared == self.critic.shared_encoder:
+            return
+        log.warning(
+            "learner checkpoint holds a critic with %s; rebuilding the critic to match",
+            "a shared encoder" if shared else "two encoders",
+        )
+        critic = self.critic
+        self.critic = seeded_init(0, lambda: critic.with_encoder(shared))  # weights: loaded next
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.critic_optim = adam(self.critic.parameters(), self.config.lr_critic, self.device)
+        self.config = replace(self.config, shared_critic_encoder=shared)
+
     def state_dict(self) -> dict:
         """Networks, targets, optimizers, temperature, generator state and counters.
 
@@ -544,6 +599,7 @@ class SACDiscrete:
             )
         if (state["actor_target"] is None) != (self.actor_target is None):
             raise ValueError("learner checkpoint and this learner disagree on target_actor")
+        self._match_critic(state["critic"])
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.critic_target.load_state_dict(state["critic_target"])

@@ -171,6 +171,7 @@ RULES: dict[str, Rule] = {
     "learner.actor_action": Rule(str, choices=("probs", "argmax_probs")),
     "learner.target_actor": FLAG,
     "learner.grad_clip_norm": Rule(float, low=0, low_open=True, optional=True),
+    "learner.shared_critic_encoder": FLAG,
 }
 
 

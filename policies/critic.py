@@ -130,6 +130,7 @@ class TwinQCritic(nn.Module):
         self.in_dim = in_dim
         self.num_choices = check_num_choices(num_choices)
         self.shared_encoder = bool(shared_encoder)
+        self.sizes = {"hidden": hidden, "depth": depth, "heads": heads, "attention": attention}
         self.register_buffer("mask", choice_mask(self.num_choices), persistent=False)
         action_dim = self.mask.numel()
         if self.shared_encoder:
@@ -140,6 +141,12 @@ class TwinQCritic(nn.Module):
             self.q1 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
             self.q2 = QTower(in_dim, action_dim, hidden, depth, heads, attention)
         self._edges = EdgeCache()
+
+    def with_encoder(self, shared: bool) -> TwinQCritic:
+        """A new critic of the same sizes with a shared (or two) encoder(s), freshly
+        initialised from the global generator, on this critic's device."""
+        critic = TwinQCritic(self.in_dim, self.num_choices, shared_encoder=shared, **self.sizes)
+        return critic.to(self.mask.device)
 
     @staticmethod
     def shares_encoder(state_dict: dict) -> bool:

@@ -90,18 +90,6 @@ def square_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
     return coalesce(torch.stack([first, last]), num_nodes=num_nodes)
 
 
-def fold_copies(edge_index: Tensor, batch: Tensor, num_nodes: int, num_graphs: int, copies: int):
-    """Disjoint union of ``copies`` copies of a (batched) graph.
-
-    Returns ``(edge_index [2, copies*E], batch [copies*N])``: copy ``s`` holds nodes
-    ``s*N .. s*N+N-1`` and graphs ``s*G .. s*G+G-1``.
-    """
-    shift = torch.arange(copies, device=edge_index.device)
-    edges = (edge_index[:, None, :] + (shift * num_nodes)[None, :, None]).reshape(2, -1)
-    folded_batch = (batch[None, :] + (shift * num_graphs)[:, None]).reshape(-1)
-    return edges, folded_batch
-
-
 class EdgeCache:
     """Remembers :func:`undirected_with_self_loops` for the last ``size`` edge tensors.
 
@@ -155,8 +143,9 @@ def edge_softmax(scores: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
     subtracted first and ``1e-16`` is added to the denominator.
     """
     shape = (num_nodes, *scores.shape[1:])
+    index = dst.view(-1, *([1] * (scores.dim() - 1))).expand_as(scores)
     top = scores.new_full(shape, float("-inf"))
-    top = top.index_reduce_(0, dst, scores.detach(), "amax")
+    top = top.scatter_reduce_(0, index, scores.detach(), "amax")
     exp = (scores - top.index_select(0, dst)).exp()
     total = exp.new_zeros(shape).index_add(0, dst, exp) + 1e-16
     return exp / total.index_select(0, dst)

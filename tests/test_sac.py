@@ -33,7 +33,13 @@ NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 #: EGRL's learner (configs/learner/sac-paper.yaml): the tests of the loss math start from it
-PAPER = {"alpha": 0.05, "entropy_reduction": "mean", "reward_norm": "none", "reward_scale": 5.0}
+PAPER = {
+    "alpha": 0.05,
+    "entropy_reduction": "mean",
+    "reward_norm": "none",
+    "reward_scale": 5.0,
+    "shared_critic_encoder": False,
+}
 
 
 @pytest.fixture(autouse=True, scope="module")

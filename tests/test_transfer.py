@@ -335,9 +335,15 @@ def test_pretrain_cli_trains_and_writes_the_transfer_outputs(tmp_path, capsys):
     assert transfer_main(argv) == 0
     assert f"zero-shot transfer results in {out / 'transfer'}" in capsys.readouterr().out
     metrics = list(csv.DictReader(open(out / "metrics.csv", encoding="utf-8")))
-    assert int(metrics[-1]["iterations"]) == 20 and len(metrics) == 5
+    # One row per generation; how many generations 20 measurements take depends on how
+    # often a proposal repeats a measured map (answered free from the cache).
+    assert int(metrics[-1]["iterations"]) == 20
+    assert [int(r["generation"]) for r in metrics] == list(range(1, len(metrics) + 1))
     snaps = list_snapshots(out)
-    assert [s.iterations for s in snaps] == [8, 16, 20]
+    # A snapshot every second generation, and one at the end.
+    iterations = [int(r["iterations"]) for r in metrics]
+    expected = iterations[1::2] + ([] if len(metrics) % 2 == 0 else [20])
+    assert [s.iterations for s in snaps] == expected
     assert snaps[0].workload == f"{files['a']}+{files['b']}"
     rows = read_csv(out / "transfer" / "transfer.csv")
     assert len(rows) == 3 * 3
