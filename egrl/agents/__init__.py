@@ -27,6 +27,8 @@ _BUILTIN_MODULES = (
     "egrl.agents.genetic",
     "egrl.agents.ngopt",
     "egrl.agents.optimum_agent",
+    "egrl.agents.game_search",
+    "egrl.agents.muzero",
 )
 
 

@@ -1,0 +1,313 @@
+"""``agent=muzero``: the MuZero-style planning agent on the TPU memory-mapping game.
+
+Each generation plays one self-play game: at every buffer with more than one legal
+action, a tree search (:mod:`~egrl.agents.muzero.mcts`) from the current state, with
+Dirichlet noise at the root; the move is drawn from the root's visit counts raised to
+``1 / temperature``, and the visit distribution is kept as the policy target. A buffer
+with a single legal action is played at once (``search_forced=false``; its target is
+that action). The finished game is paid as one measured layout
+(:class:`~egrl.agents.tpu_game.GameAgent`), stored in the replay buffer
+(:mod:`~egrl.agents.muzero.replay`), and the networks
+(:mod:`~egrl.agents.muzero.networks`) take ``updates_per_move`` Adam steps per move
+played (at most ``max_updates_per_game``) on batches of ``unroll_steps``-step unrolls:
+policy cross-entropy against the visit counts, squared error of the value against the
+``td_steps``-step return and of the reward.
+
+``dynamics=learned`` plans with the learned dynamics (MuZero); ``dynamics=true`` with the
+game itself (snapshot / restore: AlphaZero-style, the paper's ablation with the true
+dynamics). The temperature goes linearly from ``init_temperature`` to
+``final_temperature`` over ``temperature_decay_steps`` training steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from egrl.agents import register_agent
+from egrl.agents.muzero.encode import Encoder, EncoderSpec
+from egrl.agents.muzero.mcts import LearnedModel, SearchConfig, TrueModel, represent, search
+from egrl.agents.muzero.networks import MuZeroNet, NumpyHeads
+from egrl.agents.muzero.replay import Batch, Replay, Trajectory
+from egrl.agents.options import check_choice, check_positive, parse_options
+from egrl.agents.tpu_game import GAME_COLUMNS, GameAgent
+from egrl.config import TrainConfig
+from egrl.env import Env
+from hwmodels.tpu.game import Game
+
+#: planning models of ``agent.dynamics``
+DYNAMICS = ("learned", "true")
+
+
+@dataclass(frozen=True)
+class MuZeroOptions:
+    """Parameters of ``agent=muzero`` (``configs/agent/muzero.yaml``; docs/planner.md says
+    which differ from Wang et al.'s Appendix C and why).
+
+    Attributes:
+        dynamics: ``learned`` (MuZero) or ``true`` (plan with the game itself; the
+            boolean ``true`` that ``agent.dynamics=true`` parses to is accepted).
+        simulations: MCTS simulations per searched move (paper: 400).
+        discount: reward discount (paper: 0.9999).
+        noise_alpha, noise_fraction: Dirichlet noise at the root (paper: 0.03, 0.25).
+        init_temperature, final_temperature: action-selection temperature (paper: 1.0, 0.2).
+        temperature_decay_steps: training steps of the linear decay (paper: 400,000).
+        batch_size: training batch (paper: 512).
+        lr, weight_decay: Adam's (paper: 2e-4, 1e-4).
+        replay_size: positions kept (paper: 20,000).
+        td_steps: ``n`` of the n-step value targets.
+        unroll_steps: dynamics steps unrolled in training.
+        updates_per_move, max_updates_per_game: training steps after each game.
+        search_forced: also search where only one action is legal.
+        hidden, latent: network widths.
+        k, same, grid, window, profile_bins, supply_window: the observation
+            (:class:`~egrl.agents.muzero.encode.EncoderSpec`).
+    """
+
+    dynamics: str = "learned"
+    simulations: int = 16
+    discount: float = 0.9999
+    noise_alpha: float = 0.03
+    noise_fraction: float = 0.25
+    init_temperature: float = 1.0
+    final_temperature: float = 0.2
+    temperature_decay_steps: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    replay_size: int = 20000
+    td_steps: int = 10
+    unroll_steps: int = 5
+    updates_per_move: float = 0.1
+    max_updates_per_game: int = 500
+    search_forced: bool = False
+    hidden: int = 128
+    latent: int = 64
+    k: int = 5
+    same: int = 5
+    grid: int = 32
+    window: int = 128
+    profile_bins: int = 128
+    supply_window: int = 64
+
+
+def select_action(visits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """An action drawn with probability ``visits ** (1 / temperature)`` (argmax at 0)."""
+    if temperature <= 0 or visits.sum() == 0:
+        return int(np.argmax(visits))
+    p = visits.astype(np.float64) ** (1.0 / temperature)
+    return int(rng.choice(len(visits), p=p / p.sum()))
+
+
+def training_loss(net: MuZeroNet, batch: Batch, reward_factor: float) -> dict[str, torch.Tensor]:
+    """MuZero's loss over a batch: policy cross-entropy, value and reward squared errors,
+    averaged over the ``K + 1`` unroll steps (the latent state's gradient halved at each
+    dynamics step). ``reward_factor`` turns reward targets into the dynamics' units."""
+    vectors = torch.from_numpy(batch.vectors)
+    state = net.represent(vectors, torch.from_numpy(batch.grids))
+    actions = torch.from_numpy(batch.actions)
+    values = torch.from_numpy(batch.values)
+    rewards = torch.from_numpy(batch.rewards) * reward_factor
+    policies = torch.from_numpy(batch.policies)
+    mask = torch.from_numpy(batch.policy_mask)
+    steps = actions.shape[1] + 1
+    total = {"policy": 0.0, "value": 0.0, "reward": 0.0}
+    for k in range(steps):
+        if k:
+            state, reward = net.dynamics(state, actions[:, k - 1])
+            state = 0.5 * state + 0.5 * state.detach()
+            total["reward"] = total["reward"] + ((reward - rewards[:, k]) ** 2).mean()
+        logits, value = net.predict(state)
+        logp = torch.log_softmax(logits, dim=1)
+        total["policy"] = total["policy"] + (-(policies[:, k] * logp).sum(1) * mask[:, k]).mean()
+        total["value"] = total["value"] + ((value - values[:, k]) ** 2).mean()
+    parts = {key: v / steps for key, v in total.items()}
+    parts["loss"] = parts["policy"] + parts["value"] + parts["reward"]
+    return parts
+
+
+def optimizer_state(opt: torch.optim.Optimizer) -> dict:
+    """Adam's state as plain nests (per-parameter states as a list, no int keys)."""
+    sd = opt.state_dict()
+    n = sum(len(g["params"]) for g in sd["param_groups"])
+    return {
+        "state": [dict(sd["state"].get(i, {})) for i in range(n)],
+        "param_groups": sd["param_groups"],
+    }
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
+    per = {i: s for i, s in enumerate(state["state"]) if s}
+    opt.load_state_dict({"state": per, "param_groups": list(state["param_groups"])})
+
+
+@register_agent("muzero")
+class MuZeroAgent(GameAgent):
+    """The MuZero-style planner (see the module docstring)."""
+
+    extra_columns = GAME_COLUMNS + (
+        "moves",
+        "searched_moves",
+        "backups",
+        "moves_per_s",
+        "train_steps",
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "reward_loss",
+        "temperature",
+    )
+
+    def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        super().__init__(env, cfg, run_dir)
+        o = parse_options(MuZeroOptions, cfg)
+        if o.dynamics is True:  # `agent.dynamics=true` reaches us as YAML's boolean
+            o = replace(o, dynamics="true")
+        self.options = o
+        check_choice(self.name, "dynamics", o.dynamics, DYNAMICS)
+        check_positive(
+            self.name,
+            simulations=o.simulations,
+            discount=o.discount,
+            noise_alpha=o.noise_alpha,
+            init_temperature=o.init_temperature,
+            temperature_decay_steps=o.temperature_decay_steps,
+            batch_size=o.batch_size,
+            lr=o.lr,
+            replay_size=o.replay_size,
+            td_steps=o.td_steps,
+            unroll_steps=o.unroll_steps,
+            hidden=o.hidden,
+            latent=o.latent,
+        )
+        for key in ("noise_fraction", "final_temperature", "weight_decay", "updates_per_move"):
+            if getattr(o, key) < 0:
+                raise ValueError(f"agent {self.name!r}: option {key} must be >= 0")
+        if not 0 <= o.noise_fraction <= 1 or o.discount > 1:
+            raise ValueError(
+                f"agent {self.name!r}: noise_fraction must be in [0, 1] and discount in (0, 1]"
+            )
+        spec = EncoderSpec(o.k, o.same, o.grid, o.window, o.profile_bins, o.supply_window)
+        self.encoder = Encoder(self.program, spec)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.net = MuZeroNet(spec.vector_size, spec.grid, o.hidden, o.latent)
+        self.optimizer = torch.optim.Adam(
+            self.net.parameters(), lr=o.lr, weight_decay=o.weight_decay
+        )
+        self.search_cfg = SearchConfig(
+            simulations=o.simulations,
+            discount=o.discount,
+            noise_alpha=o.noise_alpha,
+            noise_fraction=o.noise_fraction,
+        )
+        self.replay = Replay(o.replay_size, o.td_steps, o.discount)
+        self.train_steps = 0
+        self.moves_played = 0
+
+    # ---------------------------------------------------------------- playing
+    def temperature(self) -> float:
+        """The action-selection temperature at the current training step."""
+        o = self.options
+        frac = min(self.train_steps / o.temperature_decay_steps, 1.0)
+        return o.init_temperature + frac * (o.final_temperature - o.init_temperature)
+
+    def model(self, game: Game, vector: np.ndarray, grid: np.ndarray, legal: np.ndarray):
+        """The planning model of ``dynamics`` at ``game``'s current state."""
+        heads = self.heads
+        if self.options.dynamics == "true":
+            return TrueModel(self.net, heads, self.encoder, game, self.bound, (vector, grid))
+        return LearnedModel(self.net, heads, vector, grid, legal, 1.0 / self.program.num_buffers)
+
+    def play_game(self, temperature: float) -> tuple[Game, Trajectory, int]:
+        """One self-play game: ``(game, trajectory, searched moves)``; the game is left
+        unfinished if the :attr:`deadline` passes."""
+        self.net.eval()
+        self.heads = NumpyHeads(self.net)
+        game = Game(self.program)
+        traj = Trajectory()
+        searched = 0
+        while not game.done and not self.past_deadline():
+            vector, grid = self.encoder(game)
+            legal = game.legal_actions()
+            if legal.sum() == 1 and not self.options.search_forced:
+                action = int(np.flatnonzero(legal)[0])
+                policy = legal.astype(np.float64)
+                value = self.heads.predict(represent(self.net, vector, grid))[1]
+            else:
+                result = search(self.model(game, vector, grid, legal), self.search_cfg, self.rng)
+                policy, value = result.policy, result.value
+                action = select_action(result.visits, temperature, self.rng)
+                searched += 1
+            step = game.step(action)
+            traj.add(vector, grid, action, step.reward / self.bound, policy, value)
+        return game, traj, searched
+
+    # --------------------------------------------------------------- learning
+    def train(self, updates: int) -> dict[str, float]:
+        """``updates`` Adam steps on replay batches; the mean of each loss term."""
+        self.net.train()
+        sums: dict[str, float] = {}
+        for _ in range(updates):
+            batch = self.replay.sample(self.options.batch_size, self.options.unroll_steps, self.rng)
+            parts = training_loss(self.net, batch, float(self.program.num_buffers))
+            self.optimizer.zero_grad()
+            parts["loss"].backward()
+            self.optimizer.step()
+            self.train_steps += 1
+            for key, v in parts.items():
+                sums[key] = sums.get(key, 0.0) + float(v.detach())
+        return {k: v / max(updates, 1) for k, v in sums.items()}
+
+    def step(self) -> dict:
+        temp = self.temperature()
+        start = time.perf_counter()
+        game, traj, searched = self.timer.measure("inference", self.play_game, temp)
+        play_s = time.perf_counter() - start
+        if not game.done:  # the deadline passed: nothing to pay or learn
+            return {"moves": len(traj), "searched_moves": searched}
+        returns = np.array([game.ret])
+        self.pay(game.actions[None], returns, "muzero")
+        self.replay.add(traj)
+        self.moves_played += len(traj)
+        o = self.options
+        updates = min(o.max_updates_per_game, math.ceil(o.updates_per_move * len(traj)))
+        losses = self.timer.measure("learner", self.train, updates)
+        return {
+            **self.game_row(returns),
+            "moves": len(traj),
+            "searched_moves": searched,
+            "backups": game.backups,
+            "moves_per_s": len(traj) / max(play_s, 1e-9),
+            "train_steps": self.train_steps,
+            "loss": losses.get("loss", float("nan")),
+            "policy_loss": losses.get("policy", float("nan")),
+            "value_loss": losses.get("value", float("nan")),
+            "reward_loss": losses.get("reward", float("nan")),
+            "temperature": temp,
+        }
+
+    # ------------------------------------------------------------ checkpoints
+    def agent_state(self) -> dict:
+        return {
+            **self.game_state(),
+            "train_steps": self.train_steps,
+            "moves_played": self.moves_played,
+            "net": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+            "optimizer": optimizer_state(self.optimizer),
+            "replay": self.replay.state_dict(),
+            "options": asdict(self.options),
+        }
+
+    def load_agent_state(self, state: dict) -> None:
+        self.load_game_state(state)
+        self.train_steps = int(state["train_steps"])
+        self.moves_played = int(state["moves_played"])
+        self.net.load_state_dict(state["net"])
+        load_optimizer_state(self.optimizer, state["optimizer"])
+        self.replay.load_state_dict(state["replay"])

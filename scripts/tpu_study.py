@@ -1,0 +1,62 @@
+"""The TPU memory-mapping comparison (Wang et al. 2023: Table 2, Figure 5, Table 3,
+Figure 6) in one command, into the ``tpu-study`` section of docs/results.md.
+
+    python scripts/tpu_study.py --out multirun/tpu-study                        # 3 seeds, 300 s a run
+    python scripts/tpu_study.py --out /tmp/tpu-study --seconds 60 --seeds 2 --page /tmp/tpu_results.md
+    python scripts/tpu_study.py --out multirun/tpu-study --report-only          # page from what exists
+
+Every (program, agent, seed) is one run of ``--seconds`` wall clock in its own process
+(``egrl/experiments/tpu_study.py``); runs already in ``--out`` are not run again, so the
+same command continues a killed study. Figures go to ``docs/figures/tpu_*.png``. Run from
+the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from egrl.experiments.results_page import machine
+from egrl.experiments.results_sections import write_section
+from egrl.experiments.tpu_study import AGENTS, PROBLEMS, report, run_study
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="the study's directory")
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--seconds", type=float, default=300.0, help="wall clock per run")
+    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
+    parser.add_argument("--set", nargs="*", default=[], help="egrl-train overrides for every run")
+    parser.add_argument(
+        "--layout-problem", choices=list(PROBLEMS), help="program of the layout figure"
+    )
+    parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
+    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
+    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not args.report_only:
+        run_study(
+            args.out, args.problems, args.agents, args.seeds, args.seconds, args.n_jobs, args.set
+        )
+    command = "python scripts/tpu_study.py " + " ".join(shlex.quote(a) for a in argv)
+    result = report(args.out, args.figures, args.page, command, machine(), args.layout_problem)
+    write_section("tpu-study", result.text, source="python scripts/tpu_study.py", page=args.page)
+    print(result.text)
+    print(f"{args.page} written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
