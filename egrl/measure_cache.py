@@ -143,6 +143,24 @@ class MeasureCache:
         paid[todo] = True
         return Answer(self._assemble([known[k] for k in keys[:answered]], maps.shape[1:]), paid)
 
+    def lookup(self, key: bytes) -> Entry | None:
+        """The answer remembered for ``key`` (now the most recently used), None if none."""
+        entry = self._entries.get(key) if self.enabled else None
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def remember(self, key: bytes, rectified, valid, reassigned_ratio, latency_s) -> None:
+        """Remember the measurement of the map of ``key`` (rectified ``[N, H]``)."""
+        if self.enabled:
+            entry = (
+                np.asarray(rectified).astype(self.dtype),
+                bool(valid),
+                float(reassigned_ratio),
+                float(latency_s),
+            )
+            self._put(key, entry)
+
     @staticmethod
     def _measure(measure, maps, probs, todo: np.ndarray) -> Measurement:
         if len(todo) == 0:

@@ -10,6 +10,11 @@ budget) and proposals (every map answered, paid or not), records every answered 
 :class:`~egrl.replay.ReplayBuffer`, keeps the best valid map, times the phases, stops a
 search that has paid nothing for ``max_stale_generations`` generations, and writes the run
 directory: ``metrics.csv``, ``best_mapping.json``, ``speedup.png``, ``checkpoints/``.
+
+Maps are measured by a runtime (:mod:`egrl.runtime`): in this process by default, or by
+a pool of Ray actors (:meth:`SearchAgent.use_runtime`). :meth:`SearchAgent.evaluate` waits
+for its answer; :meth:`SearchAgent.submit` and :meth:`SearchAgent.collect` let an agent
+keep working while maps are in flight, with the same bookkeeping.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
+from egrl.runtime import LocalRuntime, Runtime
+from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +138,8 @@ class SearchAgent:
         self.best = Best()
         self.iterations = 0
         self.proposals = 0
+        self.failed_maps = 0
+        self.use_runtime(LocalRuntime(env.measure))
         self.stop_reason: str | None = None
         self.generation = 0
         self.wall_s = 0.0
@@ -149,36 +158,76 @@ class SearchAgent:
 
     @property
     def remaining(self) -> int:
-        return self.cfg.budget - self.iterations
+        """Paid measurements the budget still allows, maps in flight counted as paid."""
+        return self.cfg.budget - self.iterations - self.dispatcher.in_flight
 
     @property
     def done(self) -> bool:
-        return self.remaining <= 0
+        """The budget is spent (every paid map answered)."""
+        return self.cfg.budget - self.iterations <= 0
+
+    def use_runtime(self, runtime: Runtime) -> None:
+        """Measure through ``runtime`` from now on (nothing may be in flight). The caller
+        owns it and closes it; the agent's default is a :class:`LocalRuntime`."""
+        if getattr(self, "dispatcher", None) is not None and self.dispatcher.open:
+            raise RuntimeError("cannot change the runtime while maps are in flight")
+        self.runtime = runtime
+        self.dispatcher = Dispatcher(self.cache, runtime)
+        self._answered: dict[int, tuple[Ticket, Evaluation]] = {}
 
     def evaluate(self, maps, source: str, probs=None) -> Evaluation:
-        """Evaluate, record and count a batch of maps ``[B, N, H]``.
+        """Evaluate, record and count a batch of maps ``[B, N, H]``; waits for the answer.
 
         ``probs`` (``None`` or float ``[B, N, H, C]``, the policy's probabilities the maps
         were drawn from) goes to :meth:`egrl.env.Env.measure`, which hands it to targets
         that want it. On a deterministic target a map measured before (or earlier in the
-        batch) is answered from :attr:`cache` and not paid. New maps are paid until the
-        budget is spent: the returned evaluation covers the longest prefix of the batch
-        that could be answered, ``B`` maps unless the budget ran out (then it stops before
-        the first new map past the budget). Every answered map goes to the replay buffer.
+        batch, or still in flight) is answered from :attr:`cache` and not paid. New maps
+        are paid until the budget is spent: the returned evaluation covers the longest
+        prefix of the batch that could be answered, ``B`` maps unless the budget ran out
+        (then it stops before the first new map past the budget). Every answered map goes
+        to the replay buffer. A map the runtime could not measure (:mod:`egrl.runtime.jobs`)
+        is paid, answered as an invalid map and not cached.
         """
+        ticket = self.submit(maps, source, probs)
+        while ticket.id not in self._answered:
+            self.timer.measure("evaluation", self._collect, True)
+        return self._answered.pop(ticket.id)[1]
+
+    def submit(self, maps, source: str, probs=None) -> Ticket:
+        """Send a batch of maps ``[B, N, H]`` to the runtime without waiting (arguments as
+        :meth:`evaluate`); ``len(ticket)`` maps will be answered. Its evaluation comes from
+        :meth:`collect`, recorded (iterations, replay, best map) when it is answered."""
         batch = self.env.check_maps(maps)
         if probs is not None:
             probs = self.env.check_probs(probs, len(batch))
-        answer = self.timer.measure(
-            "evaluation", self.cache.answer, batch, probs, self.env.measure, self.remaining
+        return self.timer.measure(
+            "evaluation", self.dispatcher.submit, batch, probs, self.remaining, source
         )
-        m = answer.measurement
+
+    def collect(self, block: bool = False) -> list[tuple[Ticket, Evaluation]]:
+        """The submissions answered since the last call, recorded, in the order they were
+        answered; with ``block``, wait until there is at least one (unless none is open)."""
+        if block and not self._answered and self.dispatcher.open:
+            self.timer.measure("evaluation", self._collect, True)
+        else:
+            self._collect(False)
+        out = list(self._answered.values())
+        self._answered.clear()
+        return out
+
+    def _collect(self, block: bool) -> None:
+        for answered in self.dispatcher.collect(block):
+            self._answered[answered.ticket.id] = (answered.ticket, self._record(answered))
+
+    def _record(self, answered: Answered) -> Evaluation:
+        """Count, buffer and keep the best of one answered submission."""
+        ticket, m = answered.ticket, answered.measurement
         ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
-        batch = batch[: len(ev)]
-        self.buffer.add(batch, ev.reward, source)
-        self.best.update(batch, ev, self.iterations + np.cumsum(answer.paid))
-        self.iterations += int(answer.paid.sum())
+        self.buffer.add(ticket.maps, ev.reward, ticket.source)
+        self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
+        self.iterations += int(answered.paid.sum())
         self.proposals += len(ev)
+        self.failed_maps += int(answered.failed.sum())
         self._batch.append(ev)
         return ev
 
@@ -283,6 +332,7 @@ class SearchAgent:
             "iteration": self.best.iteration,
             "iterations": self.iterations,
             "proposals": self.proposals,
+            "failed_maps": self.failed_maps,
             "stopped_early": self.stop_reason,
             "baseline_latency_s": self.env.baseline_latency_s,
             "mapping": None
@@ -311,6 +361,7 @@ class SearchAgent:
         return {
             "iterations": self.iterations,
             "proposals": self.proposals,
+            "failed_maps": self.failed_maps,
             "generation": self.generation,
             "wall_s": self.wall_s,
             "timer": dict(self.timer.totals),
@@ -326,6 +377,7 @@ class SearchAgent:
     def load_state_dict(self, state: dict) -> None:
         self.iterations = int(state["iterations"])
         self.proposals = int(state.get("proposals", self.iterations))
+        self.failed_maps = int(state.get("failed_maps", 0))
         self.generation = int(state["generation"])
         self.wall_s = float(state["wall_s"])
         self.timer.totals = dict(state["timer"])

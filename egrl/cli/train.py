@@ -50,6 +50,7 @@ from egrl.cli.resume import (
 from egrl.config import from_mapping
 from egrl.env import make_env
 from egrl.experiments.runs import flatten
+from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from egrl.transfer import SnapshotError
 from egrl.validation import ConfigError
 
@@ -167,7 +168,11 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
             f"{trainer.iterations} iterations (expected an integer >= {trainer.iterations})"
         )
     (run_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
-    trainer.run()
+    runtime_cfg = OmegaConf.to_container(cfg, resolve=True).get("runtime")
+    spec = TargetSpec(cfg.hwmodel.name, params, env.workload)
+    with make_runtime(RuntimeConfig.from_mapping(runtime_cfg), env, spec) as runtime:
+        trainer.use_runtime(runtime)
+        trainer.run()
     return trainer
 
 

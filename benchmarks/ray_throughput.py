@@ -1,0 +1,166 @@
+"""Throughput of the runtimes: Ray's parallel efficiency, and its overhead.
+
+(a) The ``external`` model around ``benchmarks/sleep_chip.py``, which sleeps ``--seconds``
+per map (0.5 s by default; bound by waiting, not by the CPU, so a small machine holds
+many in flight): the wall time of a generation of ``--gen-size`` new random maps, sent
+through an agent's :meth:`~egrl.agents.base.SearchAgent.evaluate` to a Ray pool of 1, 2,
+4, 8 and 16 workers, and the parallel efficiency ``T(1) / (W * T(W))``.
+
+(b) The simulated NNP-I model, ``agent=ea`` on resnet50 for ``--nnpi-budget``
+iterations, end to end: iterations per second with the local runtime and with Ray
+(1 and 2 workers), so the overhead of Ray on a fast target is known.
+
+    python benchmarks/ray_throughput.py            # writes benchmarks/results/ray_throughput.json
+    python benchmarks/ray_throughput.py --workers 1,8 --generations 1 --nnpi-budget 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from egrl import make_env  # noqa: E402
+from egrl.agents import make_agent  # noqa: E402
+from egrl.config import AgentConfig, TrainConfig  # noqa: E402
+from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime  # noqa: E402
+
+log = logging.getLogger("ray_throughput")
+
+CHIP = ROOT / "benchmarks" / "sleep_chip.py"
+OUT = ROOT / "benchmarks" / "results" / "ray_throughput.json"
+
+
+def sleep_generations(args: argparse.Namespace) -> list[dict]:
+    """(a): generation wall time per worker count on the sleep-bound chip."""
+    params = {"command": [sys.executable, str(CHIP), "--seconds", str(args.seconds)]}
+    env = make_env("external", args.workload, **params)
+    spec = TargetSpec("external", params, env.workload)
+    rows = []
+    for workers in args.workers:
+        cfg = TrainConfig(seed=0, budget=10**6, progress=False, agent=AgentConfig("random"))
+        agent = make_agent(env, cfg)
+        start = time.perf_counter()
+        config = RuntimeConfig(name="ray", workers=workers, start_timeout_s=args.start_timeout)
+        with make_runtime(config, env, spec) as runtime:
+            started = time.perf_counter() - start
+            agent.use_runtime(runtime)
+            rng = np.random.default_rng(workers)
+            times = []
+            for _ in range(args.generations):
+                maps = env.random_mappings(args.gen_size, rng)
+                t0 = time.perf_counter()
+                ev = agent.evaluate(maps, "random")
+                times.append(time.perf_counter() - t0)
+                assert len(ev) == args.gen_size and agent.failed_maps == 0
+        rows.append(
+            {
+                "workers": workers,
+                "generation_s": float(np.mean(times)),
+                "generation_s_each": times,
+                "pool_start_s": started,
+            }
+        )
+        log.info(
+            "%2d workers: %.2f s per generation (start %.1f s)",
+            workers,
+            rows[-1]["generation_s"],
+            started,
+        )
+    base = next((r["generation_s"] for r in rows if r["workers"] == 1), None)
+    for r in rows:
+        r["efficiency"] = None if base is None else base / (r["workers"] * r["generation_s"])
+    return rows
+
+
+def nnpi_ea(args: argparse.Namespace) -> list[dict]:
+    """(b): end-to-end iterations per second of EA on the simulated NNP-I model."""
+    torch.set_num_threads(1)
+    rows = []
+    for name, workers in [("local", 1), *(("ray", w) for w in args.nnpi_workers)]:
+        env = make_env("nnpi", "resnet50")
+        cfg = TrainConfig(
+            seed=0,
+            budget=args.nnpi_budget,
+            progress=False,
+            agent=AgentConfig("ea", use_learner=False),
+        )
+        agent = make_agent(env, cfg)
+        spec = TargetSpec("nnpi", {}, env.workload)
+        config = RuntimeConfig(name=name, workers=workers, start_timeout_s=args.start_timeout)
+        with make_runtime(config, env, spec) as runtime:
+            agent.use_runtime(runtime)
+            start = time.perf_counter()
+            agent.run()
+            wall = time.perf_counter() - start
+        rows.append(
+            {
+                "runtime": name,
+                "workers": workers if name == "ray" else None,
+                "iterations": agent.iterations,
+                "wall_s": wall,
+                "iterations_per_s": agent.iterations / wall,
+                "evaluation_s": agent.timer.totals["evaluation"],
+                "best_speedup": agent.best.speedup,
+            }
+        )
+        log.info("%s x%s: %.1f it/s", name, workers, rows[-1]["iterations_per_s"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", default="1,2,4,8,16", help="Ray pool sizes for (a)")
+    parser.add_argument("--gen-size", type=int, default=32, help="maps per generation in (a)")
+    parser.add_argument("--generations", type=int, default=2, help="generations timed per size")
+    parser.add_argument("--seconds", type=float, default=0.5, help="sleep per map in (a)")
+    parser.add_argument("--workload", default="resnet18", help="workload of (a)")
+    parser.add_argument("--nnpi-budget", type=int, default=300, help="iterations of (b)")
+    parser.add_argument("--nnpi-workers", default="1,2", help="Ray pool sizes for (b)")
+    parser.add_argument("--skip-nnpi", action="store_true", help="only (a)")
+    parser.add_argument("--start-timeout", type=float, default=1800.0, help="actor start-up limit")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    args.workers = [int(w) for w in args.workers.split(",")]
+    args.nnpi_workers = [int(w) for w in args.nnpi_workers.split(",")]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    import ray
+
+    ray.init(include_dashboard=False, log_to_driver=False)
+    try:
+        result = {
+            "machine": f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}",
+            "ray": ray.__version__,
+            "note": "shared machine with other jobs running; (a) is sleep-bound",
+            "load_average_at_start": os.getloadavg(),
+            "sleep_chip": {
+                "seconds_per_map": args.seconds,
+                "maps_per_generation": args.gen_size,
+                "workload": args.workload,
+                "rows": sleep_generations(args),
+            },
+        }
+        if not args.skip_nnpi:
+            result["nnpi_ea"] = {"workload": "resnet50", "rows": nnpi_ea(args)}
+    finally:
+        ray.shutdown()
+    result["load_average_at_end"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()

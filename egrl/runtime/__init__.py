@@ -1,0 +1,48 @@
+"""Runtimes: where the maps of a search are measured (``runtime=local|ray``, docs/ray.md).
+
+>>> from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
+>>> runtime = make_runtime(RuntimeConfig(name="ray", workers=4), env, TargetSpec("nnpi", {}, env.workload))
+>>> agent.use_runtime(runtime)            # every agent measures through it
+>>> ...
+>>> runtime.close()
+
+:class:`~egrl.runtime.base.Runtime` is the interface (non-blocking ``submit``, ``poll``,
+``wait_any``, ``wait``); :class:`~egrl.runtime.local.LocalRuntime` measures in this
+process, :class:`~egrl.runtime.ray_pool.RayRuntime` on a pool of Ray actors.
+:class:`~egrl.runtime.dispatch.Dispatcher` puts the measure cache and the budget in front
+of a runtime for an agent.
+"""
+
+from __future__ import annotations
+
+from egrl.runtime.base import KINDS, Runtime, RuntimeConfig, TargetSpec, measure_on
+from egrl.runtime.jobs import EVALUATION_ERRORS, Outcome
+from egrl.runtime.local import LocalRuntime
+
+
+def make_runtime(config: RuntimeConfig, env, spec: TargetSpec | None = None) -> Runtime:
+    """The runtime ``config.name`` for ``env`` (an :class:`egrl.env.Env`).
+
+    ``spec`` says how a Ray worker builds its own target (required for ``ray``); the
+    local runtime measures with ``env.measure``.
+    """
+    if config.name == "local":
+        return LocalRuntime(env.measure, config)
+    if spec is None:
+        raise ValueError("runtime=ray needs a TargetSpec: the hardware model and workload")
+    from egrl.runtime.ray_pool import RayRuntime
+
+    return RayRuntime(spec, config)
+
+
+__all__ = [
+    "EVALUATION_ERRORS",
+    "KINDS",
+    "LocalRuntime",
+    "Outcome",
+    "Runtime",
+    "RuntimeConfig",
+    "TargetSpec",
+    "make_runtime",
+    "measure_on",
+]
