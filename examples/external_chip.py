@@ -16,10 +16,17 @@ Cost model (three memory levels, NNP-I-like defaults from the Spring Hill figure
   its weight and its inputs from their levels (host inputs from DRAM) and writes its
   output to its level. Latency is the sum over nodes. Invalid maps are not run
   (``latency_s`` is null), as on the real chip in EGRL.
+* ``--shared-bandwidth``: a node's transfers run at the same time instead of one after
+  another; transfers on the same memory level share that level's bandwidth, transfers on
+  different levels overlap. A node's memory time is then its busiest level's bytes over
+  that level's bandwidth, ``max_L bytes_L / bandwidth_L``, instead of the sum of every
+  transfer's bytes over its level's bandwidth. Spreading a node's tensors over levels
+  pays, and putting everything in SRAM is no longer the fastest map.
 
 Usage::
 
     python examples/external_chip.py --sram-kib 4096 --llc-kib 24576 < request.json
+    python examples/external_chip.py --shared-bandwidth --sram-kib 2048 < request.json
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--llc-gbps", type=float, default=680.0, help="LLC bandwidth, GB/s")
     p.add_argument("--sram-gbps", type=float, default=6800.0, help="SRAM bandwidth, GB/s")
     p.add_argument("--tmacs", type=float, default=25.0, help="compute, tera-MACs per second")
+    p.add_argument(
+        "--shared-bandwidth",
+        action="store_true",
+        help="a node's transfers run concurrently and share each level's bandwidth",
+    )
     p.add_argument(
         "--no-baseline", action="store_true", help="answer the baseline request with an error"
     )
@@ -66,6 +78,8 @@ class Chip:
         self.bandwidth = {h: np.array([bandwidth[c] * 1e9 for c in cs]) for h, cs in heads.items()}
         self.level = {h: [LEVELS.index(c) for c in cs] for h, cs in heads.items()}
         self.dram_bw = bandwidth["DRAM"] * 1e9
+        self.level_bw = np.array([bandwidth[level] * 1e9 for level in LEVELS])
+        self.shared_bandwidth = bool(getattr(args, "shared_bandwidth", False))
         self.mac_rate = args.tmacs * 1e12
 
         nodes = workload["nodes"]
@@ -120,11 +134,30 @@ class Chip:
 
     def latency(self, mapping: np.ndarray) -> float:
         """Seconds to run one (valid) map ``[N, 2]``."""
+        if self.shared_bandwidth:
+            memory = self.shared_memory_time(mapping)
+            return float(np.maximum(self.macs / self.mac_rate, memory).sum())
         w_bw = self.bandwidth["weight"][mapping[:, 0]]
         a_bw = self.bandwidth["activation"][mapping[:, 1]]
         reads = np.bincount(self.dst, self.edge_bytes / a_bw[self.src], minlength=self.n)
         memory = self.weight / w_bw + self.output / a_bw + reads + self.host_bytes / self.dram_bw
         return float(np.maximum(self.macs / self.mac_rate, memory).sum())
+
+    def shared_memory_time(self, mapping: np.ndarray) -> np.ndarray:
+        """Seconds ``[N]`` of each node's transfers when they share each level's bandwidth.
+
+        ``bytes [N, levels]``: the node's weight and output at their levels, its inputs at
+        their producers' activation levels, host inputs in DRAM; the node takes its busiest
+        level's time.
+        """
+        w_level = np.asarray(self.level["weight"])[mapping[:, 0]]
+        a_level = np.asarray(self.level["activation"])[mapping[:, 1]]
+        moved = np.zeros((self.n, len(LEVELS)))
+        np.add.at(moved, (np.arange(self.n), w_level), self.weight)
+        np.add.at(moved, (np.arange(self.n), a_level), self.output)
+        np.add.at(moved, (self.dst, a_level[self.src]), self.edge_bytes)
+        moved[:, LEVELS.index("DRAM")] += self.host_bytes
+        return (moved / self.level_bw).max(axis=1)
 
     def evaluate(self, maps: np.ndarray) -> dict:
         """The ``evaluate`` answer for maps ``[B, N, 2]``."""
