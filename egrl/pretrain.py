@@ -40,6 +40,8 @@ from typing import Any
 from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import REWARDS, Env
+from egrl.runtime import LocalRuntime
+from egrl.runtime.dispatch import Dispatcher
 from egrl.sac import SACDiscrete
 from egrl.trainer import Trainer
 from egrl.transfer import (
@@ -216,6 +218,12 @@ class MultiWorkloadPretrainer(Trainer):
         cache_size = self.cfg.cache_size
         self.caches = {name: measure_cache(env, cache_size) for name, env in self.envs.items()}
         self.caches[self.home] = self.cache
+        # each workload is measured by its own target, through its own cache (local only)
+        self.dispatchers = {
+            name: Dispatcher(self.caches[name], LocalRuntime(env.measure))
+            for name, env in self.envs.items()
+        }
+        self.dispatchers[self.home] = self.dispatcher
 
     @property
     def learner(self) -> SACDiscrete:
@@ -244,13 +252,13 @@ class MultiWorkloadPretrainer(Trainer):
         """Act, evaluate and record on workload ``name``; back to the home workload after."""
         self.env, self.graph = self.envs[name], self.graphs[name]
         self.buffer, self.best = self.buffers[name], self.bests[name]
-        self.cache = self.caches[name]
+        self.cache, self.dispatcher = self.caches[name], self.dispatchers[name]
         try:
             yield
         finally:
             self.env, self.graph = self.envs[self.home], self.graphs[self.home]
             self.buffer, self.best = self.buffers[self.home], self.bests[self.home]
-            self.cache = self.caches[self.home]
+            self.cache, self.dispatcher = self.caches[self.home], self.dispatchers[self.home]
 
     # -------------------------------------------------------------- generation
     def step(self) -> dict:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 from egrl.experiments.mcm_pipeline import full_config, report, run_study, smoke_config
+from egrl.experiments.results_sections import write_section
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -42,10 +44,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reference", help="RL from scratch, for Table 2's reductions (pg)")
     parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
     parser.add_argument(
-        "--pretrain-set", nargs="*", default=[], help="overrides of the pretraining only (samples=4)"
+        "--pretrain-set",
+        nargs="*",
+        default=[],
+        help="overrides of the pretraining only (samples=4)",
     )
     parser.add_argument("--smoke", action="store_true", help="2 test graphs, 2 seeds, tiny sizes")
     parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
+    parser.add_argument(
+        "--page",
+        type=Path,
+        help="also put the report into the mcm-study section of this page (docs/results.md), "
+        "its figure into docs/figures/mcm_figure5.png",
+    )
     return parser.parse_args(argv)
 
 
@@ -75,7 +86,20 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{result.paths['md']} and {result.paths['png']} written ({len(result.problems)} left out)"
     )
+    if args.page is not None:
+        publish(result.paths, args.page)
+        print(f"section mcm-study of {args.page} written")
     return 0
+
+
+def publish(paths: dict, page: Path) -> None:
+    """The report as the ``mcm-study`` section of ``page``, its figure beside the page's."""
+    figure = page.parent / "figures" / "mcm_figure5.png"
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(paths["png"], figure)
+    text = Path(paths["md"]).read_text(encoding="utf-8")
+    text = text.replace("(figure5.png)", f"({figure.relative_to(page.parent).as_posix()})")
+    write_section("mcm-study", text, source="python scripts/mcm_study.py --page", page=page)
 
 
 if __name__ == "__main__":

@@ -206,3 +206,22 @@ def test_pretrain_config_carries_the_reward(tmp_path):
     assert cfg.train_config().reward == "repaired"
     with pytest.raises(ValueError, match="unknown reward"):
         PretrainConfig(reward="bogus")
+
+
+def test_publish_puts_the_report_into_its_section_with_the_figure(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mcm_study_script", "scripts/mcm_study.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "figure5.png").write_bytes(b"png")
+    (report_dir / "mcm_study.md").write_text("## Multi-chip\n\n![Figure 5](figure5.png)\n")
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text("# Results\n")
+    script.publish({"png": report_dir / "figure5.png", "md": report_dir / "mcm_study.md"}, page)
+    text = page.read_text()
+    assert text.startswith("# Results\n") and "(figures/mcm_figure5.png)" in text
+    assert (page.parent / "figures" / "mcm_figure5.png").read_bytes() == b"png"
