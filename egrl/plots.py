@@ -23,15 +23,7 @@ def plot_speedup_curve(rows: Sequence[dict], path: str | Path, title: str = "") 
     its = [r["iterations"] for r in rows]
     ax.plot(its, [r["best_speedup"] for r in rows], label="best valid map so far")
     ax.axhline(1.0, color="grey", linestyle="--", label="native compiler")
-    ax.set_xlabel("iterations (hardware evaluations)")
-    ax.set_ylabel("speedup over the compiler")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, "speedup over the compiler", title, "lower right")
 
 
 def plot_learner_entropy(
@@ -58,10 +50,15 @@ def plot_learner_entropy(
     if uniform is not None:
         ax.axhline(uniform, color="grey", linestyle="--", label="uniform policy")
     ax.set_yscale("symlog", linthresh=1e-3)
+    return _finish(fig, ax, path, "entropy per decision (nats)", title, "lower left")
+
+
+def _finish(fig, ax, path: Path, ylabel: str, title: str, legend_loc: str) -> Path:
+    """Label an iterations x-axis, add legend and grid, write ``path`` and close ``fig``."""
     ax.set_xlabel("iterations (hardware evaluations)")
-    ax.set_ylabel("entropy per decision (nats)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(loc="lower left")
+    ax.legend(loc=legend_loc)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
