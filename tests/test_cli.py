@@ -128,6 +128,10 @@ def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
     [
         ("budget=-5", "budget=-5 is invalid: expected an integer >= 1"),
         ("budget=abc", "budget=abc is invalid: expected an integer >= 1"),
+        (
+            "workload.eliminate_data_movement=maybe",
+            "workload.eliminate_data_movement=maybe is invalid: expected true or false",
+        ),
         ("learner.gamma=2", "learner.gamma=2 is invalid: expected a number in [0, 1]"),
         (
             "workload=missing.onnx",
@@ -290,3 +294,15 @@ def test_readme_own_model_example_runs(tmp_path):
         assert run_dir.parent.parent.name == "mynet"
         best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
         assert best["mapping"] is not None and best["iterations"] > 0
+
+
+def test_runtime_values_are_checked_before_the_run_directory():
+    from hydra import compose, initialize_config_module
+
+    from egrl.cli.checks import run_problems
+
+    with initialize_config_module("configs", version_base=None):
+        cfg = compose(
+            "train", overrides=["runtime=ray", "runtime.workers=0"], return_hydra_config=True
+        )
+    assert run_problems(cfg) == ["runtime.workers=0 is invalid: expected an integer >= 1"]

@@ -95,6 +95,27 @@ def init_from_problem(task: dict) -> str | None:
     return None
 
 
+def workload_option_problems(task: dict) -> list[str]:
+    """``workload.eliminate_data_movement`` must be a boolean (a typo is not "true")."""
+    value = (task.get("workload") or {}).get("eliminate_data_movement", False)
+    if isinstance(value, bool):
+        return []
+    return [f"workload.eliminate_data_movement={show(value)} is invalid: expected true or false"]
+
+
+def runtime_problems(task: dict) -> list[str]:
+    """The runtime's values (:class:`egrl.runtime.base.RuntimeConfig`), one line each."""
+    from egrl.runtime.base import RuntimeConfig
+    from egrl.validation import ConfigError
+
+    runtime = dict(task.get("runtime") or {})
+    try:
+        RuntimeConfig.from_mapping(runtime)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
 def run_problems(config: DictConfig) -> list[str]:
     """Every problem of a single run's config (values, workload, resume), one line each.
 
@@ -122,6 +143,7 @@ def run_problems(config: DictConfig) -> list[str]:
         line = workload_problem(workload)
         if line is not None:
             problems.append(line)
+    problems += workload_option_problems(task) + runtime_problems(task)
     if not problems and task.get("init_from") and not task.get("resume"):
         line = init_from_problem(task)
         if line is not None:
