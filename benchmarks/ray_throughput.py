@@ -10,8 +10,14 @@ through an agent's :meth:`~egrl.agents.base.SearchAgent.evaluate` to a Ray pool 
 iterations, end to end: iterations per second with the local runtime and with Ray
 (1 and 2 workers), so the overhead of Ray on a fast target is known.
 
+(c) EGRL on the sleep-bound chip with ``--overlap-workers`` Ray workers for
+``--overlap-budget`` paid maps, with ``agent.overlap`` off (the learner waits for every
+answer of a generation) and on (it updates while maps are in flight, as in CERL): wall
+time, the time spent waiting for answers and the learner's time.
+
     python benchmarks/ray_throughput.py            # writes benchmarks/results/ray_throughput.json
     python benchmarks/ray_throughput.py --workers 1,8 --generations 1 --nnpi-budget 100
+    python benchmarks/ray_throughput.py --only overlap   # (c) alone, merged into the JSON
 """
 
 from __future__ import annotations
@@ -119,6 +125,51 @@ def nnpi_ea(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def egrl_overlap(args: argparse.Namespace) -> list[dict]:
+    """(c): EGRL on the sleep-bound chip, the learner overlapping the measurements or not."""
+    torch.set_num_threads(1)
+    params = {"command": [sys.executable, str(CHIP), "--seconds", str(args.seconds)]}
+    rows = []
+    for overlap in (False, True):
+        env = make_env("external", args.workload, **params)
+        cfg = TrainConfig(
+            seed=0,
+            budget=args.overlap_budget,
+            progress=False,
+            agent=AgentConfig("egrl", options={"overlap": overlap}),
+        )
+        agent = make_agent(env, cfg)
+        spec = TargetSpec("external", params, env.workload)
+        config = RuntimeConfig(
+            name="ray", workers=args.overlap_workers, start_timeout_s=args.start_timeout
+        )
+        with make_runtime(config, env, spec) as runtime:
+            agent.use_runtime(runtime)
+            start = time.perf_counter()
+            agent.run()
+            wall = time.perf_counter() - start
+        totals = agent.timer.totals
+        rows.append(
+            {
+                "overlap": overlap,
+                "workers": args.overlap_workers,
+                "iterations": agent.iterations,
+                "generations": agent.generation,
+                "gradient_steps": int(sum(r["gradient_steps"] for r in agent.rows)),
+                "wall_s": wall,
+                "waiting_s": totals["evaluation"],
+                "learner_s": totals["learner"],
+                "inference_s": totals["inference"],
+                "evolution_s": totals["evolution"],
+                "best_speedup": agent.best.speedup,
+            }
+        )
+        log.info(
+            "egrl overlap=%s: %.1f s wall, %.1f s waiting", overlap, wall, totals["evaluation"]
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="1,2,4,8,16", help="Ray pool sizes for (a)")
@@ -128,7 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", default="resnet18", help="workload of (a)")
     parser.add_argument("--nnpi-budget", type=int, default=300, help="iterations of (b)")
     parser.add_argument("--nnpi-workers", default="1,2", help="Ray pool sizes for (b)")
-    parser.add_argument("--skip-nnpi", action="store_true", help="only (a)")
+    parser.add_argument("--skip-nnpi", action="store_true", help="no (b)")
+    parser.add_argument("--overlap-budget", type=int, default=200, help="paid maps of (c)")
+    parser.add_argument("--overlap-workers", type=int, default=4, help="Ray pool size of (c)")
+    parser.add_argument(
+        "--only", choices=("sleep", "nnpi", "overlap"), help="run one part, merged into --out"
+    )
     parser.add_argument("--start-timeout", type=float, default=1800.0, help="actor start-up limit")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -139,21 +195,38 @@ def main(argv: list[str] | None = None) -> None:
     import ray
 
     ray.init(include_dashboard=False, log_to_driver=False)
-    try:
-        result = {
+    sleep = {"seconds_per_map": args.seconds, "workload": args.workload}
+    parts = {  # key -> (run it, rows, what the rows were measured on)
+        "sleep_chip": (
+            args.only in (None, "sleep"),
+            sleep_generations,
+            {**sleep, "maps_per_generation": args.gen_size},
+        ),
+        "nnpi_ea": (
+            args.only == "nnpi" or (args.only is None and not args.skip_nnpi),
+            nnpi_ea,
+            {"workload": "resnet50"},
+        ),
+        "egrl_overlap": (
+            args.only in (None, "overlap"),
+            egrl_overlap,
+            {**sleep, "budget": args.overlap_budget},
+        ),
+    }
+    known = args.out.exists() and args.only is not None
+    result = json.loads(args.out.read_text(encoding="utf-8")) if known else {}
+    result.update(
+        {
             "machine": f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}",
             "ray": ray.__version__,
-            "note": "shared machine with other jobs running; (a) is sleep-bound",
+            "note": "shared machine with other jobs running; (a) and (c) are sleep-bound",
             "load_average_at_start": os.getloadavg(),
-            "sleep_chip": {
-                "seconds_per_map": args.seconds,
-                "maps_per_generation": args.gen_size,
-                "workload": args.workload,
-                "rows": sleep_generations(args),
-            },
         }
-        if not args.skip_nnpi:
-            result["nnpi_ea"] = {"workload": "resnet50", "rows": nnpi_ea(args)}
+    )
+    try:
+        for key, (wanted, measure, setting) in parts.items():
+            if wanted:
+                result[key] = {**setting, "rows": measure(args)}
     finally:
         ray.shutdown()
     result["load_average_at_end"] = os.getloadavg()

@@ -249,6 +249,11 @@ class Env:
         self.num_evaluations += len(batch)
         return m
 
+    def count_measured(self, n: int) -> None:
+        """Count ``n`` maps measured on this env's behalf out of process (by Ray workers,
+        each with its own copy of the target) in :attr:`num_evaluations`."""
+        self.num_evaluations += int(n)
+
     def evaluate(self, maps, probs=None) -> Evaluation:
         """Evaluate a batch of maps: compile, run, reward (EGRL Algorithm 1).
 

@@ -3,14 +3,22 @@
 One generation::
 
     maps  = population.act(graph)                 # one map per member       (GNN inference)
-    ev    = env.evaluate(maps)                    # compile + run, rewards    (evaluation)
-    buffer.add(maps, ev.reward, kind); population.set_fitness(ev.reward)
+    submit(maps)                                  # compile + run, one batch per member kind
     maps' = learner noisy + clean rollouts        # noise on the probabilities (GNN inference)
-    ev'   = env.evaluate(maps'); buffer.add(maps', ev'.reward, "learner")
+    submit(maps')
+    collect every answer: buffer.add(maps, reward, kind or "learner")        (evaluation)
+    population.set_fitness(rewards of maps)
     repeat steps_this_generation * ratio times:   # off-policy SAC updates    (learner)
         learner.update(buffer.sample(batch))
     population.migrate(learner.actor)             # learner replaces the weakest member
     population.evolve(graph)                      # elites, tournament, crossover, mutation (evolution)
+
+With ``agent.overlap`` (on by default when maps are measured by remote workers,
+``runtime=ray``) the learner makes its updates while answers are still outstanding, as
+CERL's asynchronous rollout workers let it: after each update it collects what has
+arrived, and it owes ``gradient_ratio`` updates per transition answered so far. Every
+answer is collected before fitness, migration and evolution, so none crosses a
+generation, and the generation makes as many updates as a synchronous one.
 
 Every replay entry is tagged with the kind of policy that made it: ``"gnn"`` and
 ``"boltzmann"`` for population members, ``"learner"`` for the learner's rollouts. A
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,7 +46,7 @@ from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
 from egrl.agents.options import check_start, parse_options, start_mappings
 from egrl.config import TrainConfig
-from egrl.env import Env
+from egrl.env import Env, Evaluation
 from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
 from egrl.portfolio import LearnerPortfolio
 from egrl.replay import ReplayBuffer
@@ -55,6 +64,13 @@ __all__ = ["LEARNER", "TIMING_COLUMNS", "Trainer"]
 LEARNER = "learner"
 #: replay-buffer source of the compiler's repairs of invalid maps (``learner.store_repaired``)
 REPAIRED = "repaired"
+#: values of ``agent.overlap``: ``auto`` overlaps when the runtime measures out of process
+OVERLAP = ("auto", True, False)
+
+#: what to do with one submission's answer (keyed by ticket id while it is outstanding)
+Pending = dict[int, Callable[[Evaluation], None]]
+#: learner updates made in one generation: ``(updates, mean statistics)`` per block
+UpdateLog = list[tuple[int, dict[str, float]]]
 
 
 @dataclass(frozen=True)
@@ -70,11 +86,15 @@ class TrainerOptions:
             ``start_gnns`` GNN members (to the learners' actors when there is no population).
         start_gnns: GNN members taught the start map.
         start_steps: most supervised steps of one GNN towards the start map.
+        overlap: the learner updates while maps are being measured (``True``), only once
+            every answer of the generation is in (``False``, the paper's synchronous
+            generation), or ``auto``: overlap when the runtime measures out of process.
     """
 
     start: str = "initial"
     start_gnns: int = 2
     start_steps: int = 500
+    overlap: str | bool = "auto"
 
 
 @register_agent("egrl", "ea", "pg")
@@ -163,6 +183,11 @@ class Trainer(SearchAgent):
         for key in ("start_gnns", "start_steps"):
             if getattr(self.options, key) < 0:
                 raise ValueError(f"agent {self.name!r}: option {key} must be >= 0")
+        if self.options.overlap not in OVERLAP:
+            raise ValueError(
+                f"agent {self.name!r}: option overlap must be auto, true or false, "
+                f"got {self.options.overlap!r}"
+            )
         if cfg.init_from:
             self._init_from(read_policy(cfg.init_from))
         if self.start != "initial":
@@ -214,15 +239,30 @@ class Trainer(SearchAgent):
         )
 
     # ------------------------------------------------------------- generation
+    @property
+    def overlap(self) -> bool:
+        """Whether the learner updates while maps are in flight (``agent.overlap``)."""
+        if self.options.overlap == "auto":
+            return not self.runtime.in_process
+        return bool(self.options.overlap)
+
     def step(self) -> dict:
         """One generation of Algorithm 2; returns its agent-specific metrics."""
         row: dict = {}
         steps_before = self.proposals  # transitions added to the replay buffer, paid or not
+        pending: Pending = {}
+        finish_population = finish_learners = None
         if self.population is not None:
-            row.update(self._population_rollouts())
+            finish_population = self._submit_population(pending)
         if self.portfolio is not None:
-            row.update(self._learner_rollouts())
-            row.update(self._learner_updates(self.proposals - steps_before))
+            finish_learners = self._submit_learner_rollouts(pending)
+        overlap = self.portfolio is not None and self.overlap
+        updates = self._drain(pending, steps_before if overlap else None)
+        if finish_population is not None:
+            row.update(finish_population())
+        if self.portfolio is not None:
+            row.update(finish_learners())
+            row.update(self._learner_updates(self.proposals - steps_before, updates))
             migrate = self.cfg.agent.migration and self.population is not None
             if migrate and (self.generation + 1) % max(1, self.cfg.agent.migration_every) == 0:
                 actor = self.portfolio.learners[self._lead_learner()].actor
@@ -231,15 +271,40 @@ class Trainer(SearchAgent):
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row
 
-    def evaluate(self, maps, source: str, probs=None):
-        """:meth:`SearchAgent.evaluate`; with ``learner.store_repaired`` the compiler's repair
+    def _drain(self, pending: Pending, overlap_from: int | None = None) -> UpdateLog:
+        """Collect every outstanding submission and hand each answer to its callback.
+
+        With ``overlap_from`` (the proposal count at the generation's start) the learners
+        make one update at a time while answers are outstanding, as long as they owe
+        updates for the transitions answered since then and the buffer is past its
+        burn-in; otherwise this only waits. Returns the updates made.
+        """
+        done: UpdateLog = []
+        ratio = self.cfg.learner.gradient_ratio
+        while pending:
+            owed = 0
+            if overlap_from is not None:
+                answered = self.proposals - overlap_from
+                owed = int(round(answered * ratio)) - sum(n for n, _ in done)
+            replay = self._ready_replay() if owed > 0 else None
+            if replay is not None:
+                self._train(replay, 1, done)
+                answers = self.collect(block=False)
+            else:  # without overlap, records keep the submission order on every runtime
+                answers = self.collect(block=True, ordered=overlap_from is None)
+            for ticket, ev in answers:
+                pending.pop(ticket.id)(ev)
+        return done
+
+    def _record(self, answered) -> Evaluation:
+        """:meth:`SearchAgent._record`; with ``learner.store_repaired`` the compiler's repair
         of every invalid map also enters the buffer, scored as the valid map it is.
 
         The penalised proposal stays in the buffer; the repaired map ``ev.rectified`` is
         added beside it with reward ``(L_c / L)^2`` of its own latency and source
         ``"repaired"``. It is not a proposal: it costs no iteration and adds no update.
         """
-        ev = super().evaluate(maps, source, probs)
+        ev = super()._record(answered)
         invalid = np.flatnonzero(~ev.valid)
         if self.cfg.learner.store_repaired and self.portfolio is not None and len(invalid):
             rectified = np.asarray(ev.rectified)[invalid]
@@ -258,27 +323,42 @@ class Trainer(SearchAgent):
         """Whether the target repairs maps from the policy's probabilities."""
         return self.env.wants_probabilities
 
-    def _population_rollouts(self) -> dict:
-        """Evaluate one map per member, tagged with the member's kind; set the fitness."""
+    def _submit_population(self, pending: Pending) -> Callable[[], dict]:
+        """Submit one map per member, a batch per member kind (the kind is the replay tag).
+
+        Returns what to call once every answer is in: it sets the fitness (members left
+        unmeasured by the budget rank last) and returns the population's metrics.
+        """
         maps, kinds, probs = self.timer.measure("inference", self._population_maps)
-        fitness = np.full(len(maps), -np.inf)  # members past the budget rank last
-        evaluations = []
+        fitness = np.full(len(maps), -np.inf)
+        evaluations: list[Evaluation] = []
+
+        def fill(members: np.ndarray) -> Callable[[Evaluation], None]:
+            def answer(ev: Evaluation) -> None:
+                fitness[members[: len(ev)]] = ev.reward
+                evaluations.append(ev)
+
+            return answer
+
         for kind in dict.fromkeys(kinds.tolist()):
-            if self.done:
+            if self.remaining <= 0:
                 break
             members = np.flatnonzero(kinds == kind)
-            ev = self.evaluate(maps[members], kind, probs=None if probs is None else probs[members])
-            fitness[members[: len(ev)]] = ev.reward
-            evaluations.append(ev)
-        self.population.set_fitness(fitness)
-        best = int(np.argmax(fitness))
-        return {
-            "champion_type": str(kinds[best]),
-            "champion_descent": self.population.descent_label(best),
-            "pop_best_reward": float(fitness[best]),
-            "pop_mean_reward": float(np.concatenate([ev.reward for ev in evaluations]).mean()),
-            "pop_valid_fraction": float(np.concatenate([ev.valid for ev in evaluations]).mean()),
-        }
+            kind_probs = None if probs is None else probs[members]
+            pending[self.submit(maps[members], kind, probs=kind_probs).id] = fill(members)
+
+        def finish() -> dict:
+            self.population.set_fitness(fitness)
+            best = int(np.argmax(fitness))
+            return {
+                "champion_type": str(kinds[best]),
+                "champion_descent": self.population.descent_label(best),
+                "pop_best_reward": float(fitness[best]),
+                "pop_mean_reward": float(np.concatenate([e.reward for e in evaluations]).mean()),
+                "pop_valid_fraction": float(np.concatenate([e.valid for e in evaluations]).mean()),
+            }
+
+        return finish
 
     def _population_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Maps int64 ``[P, N, H]``, kinds ``[P]`` and, if wanted, probabilities ``[P, N, H, C]``."""
@@ -304,30 +384,51 @@ class Trainer(SearchAgent):
         return np.repeat(to_numpy_maps(maps), n // draws, axis=0), probs
 
     def _learner_rollouts(self) -> dict:
-        """Noisy rollouts of the learners, allocated by the portfolio, and the lead's clean ones."""
+        """Noisy rollouts of the learners and the lead's clean ones, measured now."""
+        pending: Pending = {}
+        finish = self._submit_learner_rollouts(pending)
+        self._drain(pending)
+        return finish()
+
+    def _submit_learner_rollouts(self, pending: Pending) -> Callable[[], dict]:
+        """Submit the learners' noisy rollouts, allocated by the portfolio, and the lead's
+        clean ones; returns what to call for their metrics once every answer is in."""
         lc = self.cfg.learner
         out: dict = {}
+        noisy_rewards: list[np.ndarray] = []
+
+        def noisy(idx: int) -> Callable[[Evaluation], None]:
+            def answer(ev: Evaluation) -> None:
+                self.portfolio.record(idx, ev.reward)
+                noisy_rewards.append(ev.reward)
+
+            return answer
+
+        def clean(ev: Evaluation) -> None:
+            if len(ev):
+                out["learner_clean_reward"] = float(ev.reward[0])
+                out["learner_clean_speedup"] = float(ev.speedup[0])
+
         counts = self.portfolio.allocate(lc.rollouts, self.rng)
-        noisy_rewards = []
         for idx, count in enumerate(counts):
             n = min(int(count), self.remaining)
             if n <= 0:
                 continue
             learner = self.portfolio.learners[idx]
             maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, True)
-            ev = self.evaluate(maps, LEARNER, probs=probs)
-            self.portfolio.record(idx, ev.reward)
-            noisy_rewards.append(ev.reward)
-        if noisy_rewards:
-            out["learner_noisy_reward"] = float(np.concatenate(noisy_rewards).max())
+            pending[self.submit(maps, LEARNER, probs=probs).id] = noisy(idx)
         n = min(lc.clean_rollouts, self.remaining)
         if n > 0:
             learner = self.portfolio.learners[self._lead_learner()]
             maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, False)
-            ev = self.evaluate(maps, LEARNER, probs=probs)
-            out["learner_clean_reward"] = float(ev.reward[0])
-            out["learner_clean_speedup"] = float(ev.speedup[0])
-        return out
+            pending[self.submit(maps, LEARNER, probs=probs).id] = clean
+
+        def finish() -> dict:
+            if noisy_rewards:
+                out["learner_noisy_reward"] = float(np.concatenate(noisy_rewards).max())
+            return out
+
+        return finish
 
     def _lead_learner(self) -> int:
         """The learner with the best recent rollouts (the one that migrates and acts clean)."""
@@ -338,19 +439,41 @@ class Trainer(SearchAgent):
         """The ``(graph, buffer)`` pairs the learners train on: this run's graph and buffer."""
         return [(self.graph, self.buffer)]
 
-    def _learner_updates(self, env_steps: int) -> dict:
-        """``env_steps * gradient_ratio`` SAC updates per learner, after the burn-in."""
+    def _ready_replay(self) -> list[tuple[object, ReplayBuffer]] | None:
+        """The non-empty ``(graph, buffer)`` pairs, or None while they hold fewer
+        transitions than the burn-in (or a minibatch)."""
         lc = self.cfg.learner
         replay = [(graph, buffer) for graph, buffer in self._replay() if len(buffer)]
         if sum(len(buffer) for _, buffer in replay) < max(lc.burn_in, lc.batch_size):
-            return {"gradient_steps": 0}
-        ups = int(round(env_steps * lc.gradient_ratio))
-        learners = self.portfolio.learners
+            return None
+        return replay
+
+    def _train(self, replay: list[tuple], ups: int, done: UpdateLog) -> None:
+        """``ups`` SAC updates of every learner; appends ``(ups, mean statistics)`` to ``done``."""
         stats = [
-            self.timer.measure("learner", lr.train_steps, replay, ups, self.rng) for lr in learners
+            self.timer.measure("learner", lr.train_steps, replay, ups, self.rng)
+            for lr in self.portfolio.learners
         ]
-        row = {k: float(np.mean([s[k] for s in stats])) for k in stats[0] if k in self.columns}
-        row["gradient_steps"] = ups * len(learners)
+        done.append((ups, {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}))
+
+    def _learner_updates(self, env_steps: int, done: UpdateLog | None = None) -> dict:
+        """What is left of ``env_steps * gradient_ratio`` SAC updates per learner after the
+        ``done`` ones (made while maps were in flight), after the burn-in; the metrics of
+        all of them (statistics weighted by updates)."""
+        done = [] if done is None else done
+        owed = int(round(env_steps * self.cfg.learner.gradient_ratio)) - sum(n for n, _ in done)
+        replay = self._ready_replay()
+        if replay is not None and owed > 0:
+            self._train(replay, owed, done)
+        if not done:
+            return {"gradient_steps": 0}
+        total = sum(n for n, _ in done)
+        keys = [k for k in done[0][1] if k in self.columns]
+        if len(done) == 1:
+            row = {k: done[0][1][k] for k in keys}
+        else:
+            row = {k: sum(n * stats[k] for n, stats in done) / total for k in keys}
+        row["gradient_steps"] = total * len(self.portfolio.learners)
         return row
 
     def write_outputs(self) -> None:

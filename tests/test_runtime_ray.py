@@ -80,22 +80,43 @@ def assert_same_run(a, b) -> None:
     np.testing.assert_array_equal(a.best.mapping, b.best.mapping)
 
 
-def test_one_ray_worker_gives_the_local_run(ray_session, one_thread):
+def egrl_runs(overlap, budget: int = 30) -> list:
+    """The same EGRL run (seed 5) on the local runtime and on one Ray worker."""
     params = {"sram_mib": 1.0, "llc_mib": 2.0}
     w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
     cfg = TrainConfig(
         seed=5,
-        budget=30,
+        budget=budget,
         progress=False,
-        agent=AgentConfig("egrl"),
+        agent=AgentConfig("egrl", options={"overlap": overlap}),
         population=PopulationConfig(size=6),
     )
-    runs = [
+    return [
         run_agent(make_env("nnpi", w, **params), cfg, RuntimeConfig(name=n), "nnpi", params)
         for n in ("local", "ray")
     ]
+
+
+def test_one_ray_worker_gives_the_local_run(ray_session, one_thread):
+    runs = egrl_runs(overlap=False)  # synchronous: the learner waits for every answer
     assert_same_run(*runs)
     assert runs[1].iterations == 30 and runs[1].failed_maps == 0
+    assert runs[0].env.num_evaluations == runs[1].env.num_evaluations == 30
+
+
+def test_overlapped_egrl_on_ray_keeps_the_bookkeeping_exact(ray_session, one_thread):
+    local, remote = egrl_runs(overlap="auto", budget=60)  # auto: overlaps on Ray only
+    assert not local.overlap and remote.overlap
+    assert remote.iterations == 60 == remote.env.num_evaluations
+    assert remote.dispatcher.open == 0 and remote.failed_maps == 0
+    # each generation past the burn-in made gradient_ratio updates per proposal answered
+    steps = [r["gradient_steps"] for r in remote.rows]
+    proposals = np.diff([0] + [r["proposals"] for r in remote.rows])
+    ratio = remote.cfg.learner.gradient_ratio
+    assert steps == [0 if s == 0 else round(p * ratio) for s, p in zip(steps, proposals)]
+    assert sum(steps) > 0
+    valid, latency = remote.env.check_maps(remote.best.mapping[None]), remote.best.latency_s
+    assert remote.env.evaluate(valid).latency_s[0] == pytest.approx(latency)
 
 
 def test_killed_actor_mid_generation_has_its_maps_resent(ray_session):

@@ -13,6 +13,7 @@ import torch
 
 from egrl import make_env
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
+from egrl.runtime import LocalRuntime
 from egrl.trainer import TIMING_COLUMNS, Trainer
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
@@ -247,13 +248,13 @@ def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store
     cfg.learner.store_repaired = store_repaired
     trainer = Trainer(small_env(), cfg)
     evaluations = []
-    evaluate = trainer.evaluate
+    record = trainer._record
 
-    def recording(maps, source, probs=None):
-        evaluations.append(evaluate(maps, source, probs))
+    def recording(answered):
+        evaluations.append(record(answered))
         return evaluations[-1]
 
-    trainer.evaluate = recording
+    trainer._record = recording
     trainer.step()
     invalid = np.concatenate([~ev.valid for ev in evaluations])
     assert invalid.any(), "the small env must produce invalid maps for this test"
@@ -270,3 +271,71 @@ def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store
     again = trainer.env.evaluate(buf.actions[repaired].astype(np.int64))
     assert again.valid.all() and (buf.rewards[repaired] > 0).all()
     np.testing.assert_allclose(buf.rewards[repaired], again.reward, rtol=1e-6)
+
+
+class TrickleRuntime(LocalRuntime):
+    """Measures out of process in spirit: a job is measured only when the trainer polls or
+    waits, one job per call, so answers arrive while others are outstanding."""
+
+    in_process = False
+
+    def __init__(self, measure) -> None:
+        super().__init__(measure)
+        self._queued: list = []
+
+    def _start(self, job) -> None:
+        self._queued.append(job)
+
+    def _advance(self, timeout_s) -> None:
+        if self._queued:
+            super()._start(self._queued.pop(0))
+
+
+def overlap_run(overlap, runtime: bool) -> tuple[Trainer, list[int]]:
+    env = small_env()
+    cfg = small_config(seed=4, budget=120, name="egrl", options={"overlap": overlap})
+    trainer = Trainer(env, cfg)
+    if runtime:
+        trainer.use_runtime(TrickleRuntime(env.measure))
+    blocks: list[int] = []
+    train = trainer._train
+
+    def spy(replay, ups, done):
+        blocks.append(ups)
+        train(replay, ups, done)
+
+    trainer._train = spy
+    trainer.run()
+    return trainer, blocks
+
+
+def test_overlap_updates_while_maps_are_in_flight_and_makes_as_many_updates():
+    sync, sync_blocks = overlap_run(False, runtime=True)
+    assert all(n > 1 for n in sync_blocks)  # one block per generation, after every answer
+    over, over_blocks = overlap_run("auto", runtime=True)  # auto: on, out of process
+    assert over.overlap and not sync.overlap
+    assert over_blocks.count(1) > len(over.rows)  # single updates between answers
+    assert over.iterations == sync.iterations == 120
+    assert over.dispatcher.open == 0 and over.dispatcher.in_flight == 0
+    # every generation past the burn-in makes gradient_ratio updates per proposal
+    steps = [r["gradient_steps"] for r in over.rows]
+    proposals = np.diff([0] + [r["proposals"] for r in over.rows])
+    ratio = over.cfg.learner.gradient_ratio
+    expected = [0 if s == 0 else round(p * ratio) for s, p in zip(steps, proposals)]
+    assert steps == expected and sum(steps) > 0
+    # the answers, not the order of updates, fix the budget: both runs paid 120 maps
+    assert over.env.num_evaluations == sync.env.num_evaluations == 120
+
+
+def test_overlap_auto_is_off_in_process_and_on_the_local_runtime_changes_nothing():
+    auto, _ = overlap_run("auto", runtime=False)
+    forced, _ = overlap_run(True, runtime=False)  # answers are in before any update
+    assert not auto.overlap and forced.overlap
+    strip = [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in auto.rows]
+    other = [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in forced.rows]
+    assert json.dumps(strip) == json.dumps(other)
+
+
+def test_overlap_option_is_checked():
+    with pytest.raises(ValueError, match="option overlap must be auto, true or false"):
+        Trainer(small_env(), small_config(name="egrl", options={"overlap": "sometimes"}))

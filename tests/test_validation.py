@@ -142,6 +142,16 @@ def test_resume_applies_resumable_keys():
     assert SAVED.budget == 40
 
 
+def test_resume_may_move_a_run_to_another_runtime():
+    saved = OmegaConf.create({**OmegaConf.to_container(SAVED), "runtime": {"name": "local"}})
+    cfg = OmegaConf.create(
+        {**OmegaConf.to_container(SAVED), "runtime": {"name": "ray", "workers": 8}}
+    )
+    changes = resume_changes(saved, cfg, ["runtime", "runtime.workers"])
+    assert changes["runtime"] == ({"name": "local"}, {"name": "ray", "workers": 8})
+    assert apply_changes(saved, changes).runtime.workers == 8
+
+
 def test_resume_ignores_keys_not_typed():
     cfg = composed(seed=5, budget=70)
     assert resume_changes(SAVED, cfg, ["budget"]) == {"budget": (40, 70)}

@@ -190,7 +190,7 @@ class SearchAgent:
         """
         ticket = self.submit(maps, source, probs)
         while ticket.id not in self._answered:
-            self.timer.measure("evaluation", self._collect, True)
+            self.timer.measure("evaluation", self._collect, True, True)
         return self._answered.pop(ticket.id)[1]
 
     def submit(self, maps, source: str, probs=None) -> Ticket:
@@ -204,19 +204,24 @@ class SearchAgent:
             "evaluation", self.dispatcher.submit, batch, probs, self.remaining, source
         )
 
-    def collect(self, block: bool = False) -> list[tuple[Ticket, Evaluation]]:
+    def collect(
+        self, block: bool = False, ordered: bool = False
+    ) -> list[tuple[Ticket, Evaluation]]:
         """The submissions answered since the last call, recorded, in the order they were
-        answered; with ``block``, wait until there is at least one (unless none is open)."""
+        answered; with ``block``, wait until there is at least one (unless none is open).
+        With ``ordered``, submissions are recorded in the order they were submitted (a
+        submission answered early waits for the earlier ones), which makes the records of
+        a generation independent of the order a remote runtime answers in."""
         if block and not self._answered and self.dispatcher.open:
-            self.timer.measure("evaluation", self._collect, True)
+            self.timer.measure("evaluation", self._collect, True, ordered)
         else:
-            self._collect(False)
+            self._collect(False, ordered)
         out = list(self._answered.values())
         self._answered.clear()
         return out
 
-    def _collect(self, block: bool) -> None:
-        for answered in self.dispatcher.collect(block):
+    def _collect(self, block: bool, ordered: bool = False) -> None:
+        for answered in self.dispatcher.collect(block, ordered):
             self._answered[answered.ticket.id] = (answered.ticket, self._record(answered))
 
     def _record(self, answered: Answered) -> Evaluation:

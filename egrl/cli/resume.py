@@ -3,7 +3,9 @@
 A resumed run keeps its own ``config.yaml``. A key typed next to ``resume`` whose value
 differs from that config is applied if it is in :data:`RESUMABLE_KEYS` (how long the
 run goes on and how it reports, not what it searches) and refused otherwise, with every
-refused key named. ``budget`` may grow, or shrink down to the iterations the run has
+refused key named. A key under a resumable group (``runtime.workers``) is resumable
+as the group is: a run killed on one machine may go on on a Ray cluster, or the other
+way round (where maps are measured does not change what is searched). ``budget`` may grow, or shrink down to the iterations the run has
 already made, except for agents in :data:`FIXED_BUDGET_AGENTS`.
 """
 
@@ -29,6 +31,7 @@ RESUMABLE_KEYS = (
     "keep_checkpoints",
     "snapshot_every",
     "max_stale_generations",
+    "runtime",
 )
 #: keys that say how to launch, never compared with the saved config
 LAUNCH_KEYS = ("resume", "continue_runs")
@@ -123,7 +126,8 @@ def resume_changes(
         if old is _ABSENT and new is _ABSENT:
             refused.append(key)
         elif old != new:
-            allowed = key in RESUMABLE_KEYS and not (key == "budget" and fixed_budget)
+            resumable = key.split(".")[0] in RESUMABLE_KEYS
+            allowed = resumable and not (key == "budget" and fixed_budget)
             if allowed:
                 changes[key] = (old, new)
             else:

@@ -32,7 +32,7 @@ def make_runtime(config: RuntimeConfig, env, spec: TargetSpec | None = None) -> 
         raise ValueError("runtime=ray needs a TargetSpec: the hardware model and workload")
     from egrl.runtime.ray_pool import RayRuntime
 
-    return RayRuntime(spec, config)
+    return RayRuntime(spec, config, on_measured=env.count_measured)
 
 
 __all__ = [

@@ -153,6 +153,9 @@ class Runtime(ABC):
         config: the :class:`RuntimeConfig` (retries, resends, chunking, workers).
     """
 
+    #: maps are measured in this process, inside :meth:`submit` (nothing to overlap with)
+    in_process: bool = True
+
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
         self._next_job = 0

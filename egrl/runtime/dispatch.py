@@ -172,13 +172,15 @@ class Dispatcher:
         return ticket
 
     # ----------------------------------------------------------------- collect
-    def collect(self, block: bool = True) -> list[Answered]:
+    def collect(self, block: bool = True, ordered: bool = False) -> list[Answered]:
         """Complete submissions (each returned once); with ``block``, wait until at least
-        one is complete unless none is open."""
+        one is complete unless none is open. With ``ordered`` a submission is returned only
+        once every earlier one has been: answers come back in submission order, as if each
+        had been waited for in turn."""
         while True:
             for outcome in self.runtime.poll():
                 self._arrive(outcome)
-            done = self._resolve()
+            done = self._resolve(ordered)
             if done or not block or not self._open:
                 return done
             if not self.runtime.pending:
@@ -201,8 +203,13 @@ class Dispatcher:
             return False
         return all(ticket.keys[i] in self._results for i in ticket.waits)
 
-    def _resolve(self) -> list[Answered]:
-        done = [t for t in self._open.values() if self._ready(t)]
+    def _resolve(self, ordered: bool = False) -> list[Answered]:
+        done = []
+        for ticket in self._open.values():  # in submission order
+            if self._ready(ticket):
+                done.append(ticket)
+            elif ordered:
+                break
         return [self._answer(t) for t in done]
 
     def _answer(self, ticket: Ticket) -> Answered:

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,13 +78,22 @@ class RayRuntime(Runtime):
 
     Connects to ``config.address`` (or starts a local Ray) unless Ray is initialised
     already; :meth:`close` kills the actors and shuts down a Ray it started itself.
+    ``on_measured(n)`` is called with the maps each finished task measured (the driver's
+    :attr:`egrl.env.Env.num_evaluations` counts them as the local runtime's do).
 
     Raises:
         RuntimeError: Ray is missing, or the actors did not start within
             ``config.start_timeout_s`` (e.g. no node has the requested resources).
     """
 
-    def __init__(self, spec: TargetSpec, config: RuntimeConfig) -> None:
+    in_process = False
+
+    def __init__(
+        self,
+        spec: TargetSpec,
+        config: RuntimeConfig,
+        on_measured: Callable[[int], None] | None = None,
+    ) -> None:
         problem = ray_available()
         if problem:
             raise RuntimeError(problem)
@@ -101,6 +111,7 @@ class RayRuntime(Runtime):
             options["num_cpus"] = config.cpus_per_worker
         self._actor_class = ray.remote(Worker).options(**options)
         self._spec = spec
+        self._on_measured = on_measured
         self._queue: deque[Task] = deque()
         self._slots = [_Slot(i, None) for i in range(config.workers)]
         try:
@@ -212,6 +223,8 @@ class RayRuntime(Runtime):
             return
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
+        if self._on_measured is not None and result.measurement is not None:
+            self._on_measured(len(result.measurement.latency_s))
         self._queue.extend(job.settle(task, result))
 
     def _expire(self) -> None:
