@@ -56,8 +56,9 @@ from egrl.validation import ConfigError
 
 log = logging.getLogger("egrl.train")
 
-# Keys that say how to run, not what: a continued run may differ from its saved config here.
-RUNTIME_KEYS = ("continue_runs", "progress", "resume")
+# Keys that say how to run, not what: a continued run may differ from its saved config here
+# (``runtime``: where maps are measured; runs made before the group existed have none).
+RUNTIME_KEYS = ("continue_runs", "progress", "resume", "runtime")
 # Errors that report a mistake in what the user typed, not a bug.
 USER_ERRORS = (ConfigError, ResumeError, CheckpointError, SnapshotError, workloads.WorkloadError)
 
@@ -141,9 +142,13 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     continuing = not cfg.get("resume") and continues_existing_run(cfg, run_dir)
     resume = bool(cfg.get("resume")) or continuing
     if resume:
-        # continue_runs has found the whole saved config equal to this one: no typed key
-        # (a preset such as experiment=compare included) changes it
+        runtime = cfg.get("runtime")
+        # continue_runs has found the whole saved config equal to this one (where maps are
+        # measured aside): no typed key (a preset such as experiment=compare included)
+        # changes it, and the runtime is this command's
         cfg = resumed_config(cfg, run_dir, () if continuing else typed)
+        if continuing and runtime is not None:
+            cfg.runtime = runtime
     train_cfg = from_mapping(
         {k: v for k, v in cfg.items() if k not in ("hwmodel", "workload", "resume")}
     )
