@@ -13,8 +13,6 @@ One Hydra multirun per problem and variant (``egrl/experiments/ablation.py``), e
 from __future__ import annotations
 
 import argparse
-import logging
-import shlex
 import sys
 from pathlib import Path
 
@@ -28,28 +26,32 @@ from egrl.experiments.ablation import (
 )
 from egrl.experiments.results_page import machine
 from egrl.experiments.results_sections import write_section
+from egrl.experiments.study_cli import (
+    add_report_options,
+    add_run_options,
+    command_line,
+    start_logging,
+    study_parser,
+)
+
+SOURCE = "python scripts/ablation.py"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the ablation's directory")
+    parser = study_parser(__doc__)
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--budget", type=int, default=4000, help="paid samples per run")
-    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
+    add_run_options(parser, seeds=5)
     parser.add_argument("--optimum-time", type=float, default=60.0, help="CP-SAT s per problem")
-    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
-    parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
-    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    add_report_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    start_logging()
     if not args.report_only:
         run_ablation(
             args.out, args.problems, args.variants, args.seeds, args.budget, args.n_jobs, args.set
@@ -60,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         png = plot_problem(r, args.figures / f"ablation_{r.problem}.png")
         figures[r.problem] = str(Path(png).resolve().relative_to(args.page.parent.resolve()))
-    command = "python scripts/ablation.py " + " ".join(shlex.quote(a) for a in argv)
+    command = command_line(SOURCE, argv)
     text = report_markdown(results, figures, args.seeds, [command], machine())
-    write_section("ablation", text, source="python scripts/ablation.py", page=args.page)
+    write_section("ablation", text, source=SOURCE, page=args.page)
     for r in results:
         for v in r.variants.values():
             print(f"{r.problem} {v.variant}: final {v.final.mean():.4f} over {len(v.runs)} runs")

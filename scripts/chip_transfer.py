@@ -17,10 +17,8 @@ multirun runs with ``continue_runs=true``, so the same command continues a kille
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 import sys
-from pathlib import Path
 
 from egrl.experiments.chip_transfer import (
     DEFAULT_CHIP_ARGS,
@@ -33,38 +31,40 @@ from egrl.experiments.chip_transfer import (
 from egrl.experiments.results_page import machine
 from egrl.experiments.results_sections import write_section
 from egrl.experiments.samples import relative_link
+from egrl.experiments.study_cli import (
+    add_report_options,
+    add_run_options,
+    command_line,
+    start_logging,
+    study_parser,
+)
 
 SOURCE = "python scripts/chip_transfer.py"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the study's directory")
+    parser = study_parser(__doc__)
     parser.add_argument("--workload", default="resnet50", help="pretraining workload (NNP-I)")
     parser.add_argument(
         "--chip-workload", default=None, help="workload on the chip (default: --workload)"
     )
     parser.add_argument("--pretrain-budget", type=int, default=4000, help="NNP-I measurements")
     parser.add_argument("--budget", type=int, default=1000, help="chip measurements per run")
-    parser.add_argument("--seeds", type=int, default=5, help="chip runs per mode, seeds 0..N-1")
-    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
+    add_run_options(parser, seeds=5)
     parser.add_argument(
         "--chip-args",
         default=shlex.join(DEFAULT_CHIP_ARGS),
         help="options of examples/external_chip.py, one string (default: %(default)s)",
     )
     parser.add_argument("--command", default=None, help="another chip's command line instead")
-    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
-    parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
-    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    add_report_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    start_logging()
     try:
         cfg = TransferConfig(
             out=args.out,
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chip_transfer: no finished chip run under {cfg.out}", file=sys.stderr)
         return 1
     png = plot_transfer(result, args.figures / f"chip_transfer_{cfg.target_workload}.png")
-    command = f"{SOURCE} " + " ".join(shlex.quote(a) for a in argv)
+    command = command_line(SOURCE, argv)
     text = report_markdown(result, relative_link(png, args.page), args.seeds, [command], machine())
     write_section("chip-transfer", text, source=SOURCE, page=args.page)
     for mode in result.modes.values():

@@ -16,24 +16,28 @@ continues a killed study. Run from the repository root.
 from __future__ import annotations
 
 import argparse
-import logging
-import shlex
 import shutil
 import sys
 from pathlib import Path
 
 from egrl.experiments.mcm_pipeline import full_config, report, run_study, smoke_config
 from egrl.experiments.results_sections import write_section
+from egrl.experiments.study_cli import (
+    add_run_options,
+    command_line,
+    start_logging,
+    study_parser,
+)
+
+SOURCE = "python scripts/mcm_study.py"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the study directory")
-    parser.add_argument("--seeds", type=int, help="seeds 0..N-1 (default 5; smoke 2)")
+    parser = study_parser(__doc__)
+    add_run_options(parser, seeds=None, n_jobs=None, defaults="default 5; smoke 2")
     parser.add_argument("--budget", type=int, help="paid samples per run (default 2000; smoke 60)")
     parser.add_argument("--pretrain-budget", type=int, help="default 20000; smoke 80")
     parser.add_argument("--snapshot-every", type=int, help="pretraining generations per snapshot")
-    parser.add_argument("--n-jobs", type=int, help="runs in parallel (default 2)")
     parser.add_argument("--optimum-time", type=float, help="CP-SAT seconds per test graph")
     parser.add_argument(
         "--scratch-agents", nargs="*", help="searches from scratch (default random sa pg egrl)"
@@ -42,7 +46,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--finetune-agents", nargs="*", help="searches from the snapshot (default pg egrl)"
     )
     parser.add_argument("--reference", help="RL from scratch, for Table 2's reductions (pg)")
-    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
     parser.add_argument(
         "--pretrain-set",
         nargs="*",
@@ -63,7 +66,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    start_logging()
     given = {
         "seeds": args.seeds,
         "budget": args.budget,
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = (smoke_config if args.smoke else full_config)(args.out, **kwargs)
     cfg.overrides += args.set
     cfg.pretrain_overrides += args.pretrain_set
-    command = "python scripts/mcm_study.py " + " ".join(shlex.quote(a) for a in argv)
+    command = command_line(SOURCE, argv)
     result = report(cfg, command) if args.report_only else run_study(cfg, command)
     for row in result.rows:
         print(f"{row.method}: geomean at end {row.final_mean:.4f} ({row.seeds} seeds)")

@@ -14,10 +14,7 @@ One Hydra multirun per problem and mode (``egrl/experiments/samples.py``), each 
 from __future__ import annotations
 
 import argparse
-import logging
-import shlex
 import sys
-from pathlib import Path
 
 from egrl.experiments.results_page import machine
 from egrl.experiments.results_sections import write_section
@@ -35,13 +32,19 @@ from egrl.experiments.samples import (
     report_markdown,
     run_study,
 )
+from egrl.experiments.study_cli import (
+    add_report_options,
+    add_run_options,
+    command_line,
+    start_logging,
+    study_parser,
+)
 
 SOURCE = "python scripts/samples_study.py"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the study's directory")
+    parser = study_parser(__doc__)
     parser.add_argument(
         "--workloads",
         nargs="+",
@@ -51,14 +54,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+    add_run_options(parser, seeds=5)
     parser.add_argument("--budget", type=int, default=4000, help="paid measurements per run")
-    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
     parser.add_argument("--optimum-time", type=float, default=60.0, help="solver s per problem")
-    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
-    parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
-    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    add_report_options(parser)
     args = parser.parse_args(argv)
     try:
         args.problems = [parse_problem(w) for w in args.workloads]
@@ -72,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    start_logging()
     if not args.report_only:
         agents = installed_agents(args.agents)
         groups = plan(
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         png = plot_problem(r, args.figures / figure_name(r.problem))
         figures[r.problem.key] = relative_link(png, args.page)
-    command = f"{SOURCE} " + " ".join(shlex.quote(a) for a in argv)
+    command = command_line(SOURCE, argv)
     text = report_markdown(results, figures, args.seeds, [command], machine())
     write_section("samples", text, source=SOURCE, page=args.page)
     for r in results:

@@ -14,45 +14,46 @@ the repository root.
 from __future__ import annotations
 
 import argparse
-import logging
-import shlex
 import sys
-from pathlib import Path
 
 from egrl.experiments.results_page import machine
 from egrl.experiments.results_sections import write_section
+from egrl.experiments.study_cli import (
+    add_report_options,
+    add_run_options,
+    command_line,
+    start_logging,
+    study_parser,
+)
 from egrl.experiments.tpu_study import AGENTS, PROBLEMS, report, run_study
+
+SOURCE = "python scripts/tpu_study.py"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the study's directory")
+    parser = study_parser(__doc__)
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    add_run_options(parser, seeds=3)
     parser.add_argument("--seconds", type=float, default=300.0, help="wall clock per run")
-    parser.add_argument("--n-jobs", type=int, default=2, help="runs in parallel")
-    parser.add_argument("--set", nargs="*", default=[], help="egrl-train overrides for every run")
     parser.add_argument(
         "--layout-problem", choices=list(PROBLEMS), help="program of the layout figure"
     )
-    parser.add_argument("--report-only", action="store_true", help="no runs, only the report")
-    parser.add_argument("--page", type=Path, default=Path("docs/results.md"))
-    parser.add_argument("--figures", type=Path, default=Path("docs/figures"))
+    add_report_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    start_logging()
     if not args.report_only:
         run_study(
             args.out, args.problems, args.agents, args.seeds, args.seconds, args.n_jobs, args.set
         )
-    command = "python scripts/tpu_study.py " + " ".join(shlex.quote(a) for a in argv)
+    command = command_line(SOURCE, argv)
     result = report(args.out, args.figures, args.page, command, machine(), args.layout_problem)
-    write_section("tpu-study", result.text, source="python scripts/tpu_study.py", page=args.page)
+    write_section("tpu-study", result.text, source=SOURCE, page=args.page)
     print(result.text)
     print(f"{args.page} written")
     return 0
