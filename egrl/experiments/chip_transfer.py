@@ -282,7 +282,8 @@ def saved_sentence(result: TransferResult) -> str:
             parts.append(f"to reach {label} only fine-tuning got there in half of its runs {where}")
         elif value > 0:
             ratio = f", {scratch / tuned:.1f}x fewer" if tuned > 0 else ""
-            parts.append(f"to reach {label} fine-tuning saved {value:.0f} samples{ratio} {where}")
+            noun = "sample" if round(value) == 1 else "samples"
+            parts.append(f"to reach {label} fine-tuning saved {value:.0f} {noun}{ratio} {where}")
         else:
             parts.append(f"to reach {label} fine-tuning saved none {where}")
     text = "; ".join(parts)
