@@ -97,3 +97,16 @@ def test_report_and_figure(ablation, tmp_path):
 def test_first_reaching_is_inf_when_never_reached(ablation):
     run = load_run(ablation / PROBLEM / "ea" / "seed=0")
     assert first_reaching(run, 1.0) == 100 and math.isinf(first_reaching(run, 1.5))
+
+
+def test_an_unproven_optimum_below_a_run_gives_way_to_the_best_known(ablation):
+    cache = ablation / PROBLEM / CACHE_FILE
+    entries = json.loads(cache.read_text())
+    for entry in entries.values():
+        entry.update(speedup=1.0, proven=False, gap=0.2)  # the solver kept the compiler's map
+    cache.write_text(json.dumps(entries))
+    (result,) = analyse(ablation, [PROBLEM], ["egrl", "ea"])
+    assert not result.optimum_proven and result.optimum == pytest.approx(1.13)
+    assert np.all(result.variants["egrl"].final / result.optimum <= 1.0)
+    text = report_markdown([result], {PROBLEM: "fig.png"}, seeds=4)
+    assert "best known 1.1300x" in text
