@@ -90,6 +90,17 @@ def sleep_generations(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def timed_run(env, cfg: TrainConfig, hwmodel: str, params: dict, runtime: RuntimeConfig):
+    """Run ``cfg``'s agent on ``env`` through ``runtime``; the agent and the run's wall
+    seconds (the pool's start-up not counted)."""
+    agent = make_agent(env, cfg)
+    with make_runtime(runtime, env, TargetSpec(hwmodel, params, env.workload)) as pool:
+        agent.use_runtime(pool)
+        start = time.perf_counter()
+        agent.run()
+        return agent, time.perf_counter() - start
+
+
 def nnpi_ea(args: argparse.Namespace) -> list[dict]:
     """(b): end-to-end iterations per second of EA on the simulated NNP-I model."""
     torch.set_num_threads(1)
@@ -102,14 +113,8 @@ def nnpi_ea(args: argparse.Namespace) -> list[dict]:
             progress=False,
             agent=AgentConfig("ea", use_learner=False),
         )
-        agent = make_agent(env, cfg)
-        spec = TargetSpec("nnpi", {}, env.workload)
         config = RuntimeConfig(name=name, workers=workers, start_timeout_s=args.start_timeout)
-        with make_runtime(config, env, spec) as runtime:
-            agent.use_runtime(runtime)
-            start = time.perf_counter()
-            agent.run()
-            wall = time.perf_counter() - start
+        agent, wall = timed_run(env, cfg, "nnpi", {}, config)
         rows.append(
             {
                 "runtime": name,
@@ -138,16 +143,10 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
             progress=False,
             agent=AgentConfig("egrl", options={"overlap": overlap}),
         )
-        agent = make_agent(env, cfg)
-        spec = TargetSpec("external", params, env.workload)
         config = RuntimeConfig(
             name="ray", workers=args.overlap_workers, start_timeout_s=args.start_timeout
         )
-        with make_runtime(config, env, spec) as runtime:
-            agent.use_runtime(runtime)
-            start = time.perf_counter()
-            agent.run()
-            wall = time.perf_counter() - start
+        agent, wall = timed_run(env, cfg, "external", params, config)
         totals = agent.timer.totals
         rows.append(
             {
