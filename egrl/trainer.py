@@ -44,7 +44,7 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
-from egrl.agents.options import check_start, parse_options, start_mappings
+from egrl.agents.options import check_start, option_error, parse_options, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
@@ -182,11 +182,11 @@ class Trainer(SearchAgent):
         self.start = check_start(self.name, "start", self.options.start)
         for key in ("start_gnns", "start_steps"):
             if getattr(self.options, key) < 0:
-                raise ValueError(f"agent {self.name!r}: option {key} must be >= 0")
+                raise option_error(self.name, f"option {key} must be >= 0")
         if self.options.overlap not in OVERLAP:
-            raise ValueError(
-                f"agent {self.name!r}: option overlap must be auto, true or false, "
-                f"got {self.options.overlap!r}"
+            raise option_error(
+                self.name,
+                f"option overlap must be auto, true or false, got {self.options.overlap!r}",
             )
         if cfg.init_from:
             self._init_from(read_policy(cfg.init_from))

@@ -155,6 +155,27 @@ def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        (
+            "agent.overlap=sometimes",
+            "agent 'egrl': option overlap must be auto, true or false, got 'sometimes'",
+        ),
+        (
+            "agent.start=bogus",
+            "agent 'egrl': option start must be one of ('initial', 'random', 'native', 'fallback') (aliases: {'dram': 'initial'}), got 'bogus'",
+        ),
+    ],
+)
+def test_bad_agent_options_are_refused_in_one_line(tmp_path, override, line):
+    """Checked when the agent is built (the run directory holds only Hydra's log)."""
+    run_dir = tmp_path / "run"
+    out = egrl_train(*TINY, override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert_refused(out, line)
+    assert not (run_dir / "metrics.csv").exists()
+
+
 def test_resume_of_a_missing_or_foreign_directory_is_refused(tmp_path):
     missing = tmp_path / "nope"
     assert_refused(

@@ -28,6 +28,7 @@ from egrl.agents.options import (
     check_choice,
     check_positive,
     check_start,
+    option_error,
     parse_options,
     start_mappings,
 )
@@ -92,11 +93,11 @@ class GeneticAlgorithm(SearchAgent):
         self.start = check_start(self.name, "start", o.start)
         for key in ("cxpb", "mutpb") + (() if o.indpb is None else ("indpb",)):
             if not 0 <= getattr(o, key) <= 1:
-                raise ValueError(f"agent {self.name!r}: option {key} must be in [0, 1]")
+                raise option_error(self.name, f"option {key} must be in [0, 1]")
         if o.cxpb == 0 and o.mutpb == 0:
-            raise ValueError(f"agent {self.name!r}: cxpb and mutpb are both 0: nothing varies")
+            raise option_error(self.name, "cxpb and mutpb are both 0: nothing varies")
         if not 0 <= o.elites < o.population:
-            raise ValueError(f"agent {self.name!r}: elites must be in 0..population-1")
+            raise option_error(self.name, "elites must be in 0..population-1")
         self.shape = (env.num_units, env.num_heads)
         length = env.num_units * env.num_heads
         upper = np.tile(env.num_choices - 1, env.num_units).tolist()

@@ -15,6 +15,7 @@ import numpy as np
 
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import ConfigError
 
 T = TypeVar("T")
 
@@ -43,17 +44,23 @@ def parse_options(cls: type[T], cfg: TrainConfig) -> T:
     return cls(**options)
 
 
+def option_error(agent: str, text: str) -> ConfigError:
+    """A bad agent option, named with its agent: a mistake in what the user typed, so
+    ``egrl-train`` answers it with one line and exit status 2 (a ``ValueError`` too)."""
+    return ConfigError([f"agent {agent!r}: {text}"])
+
+
 def check_positive(agent: str, **values: float) -> None:
     """Raise a ``ValueError`` naming the agent and the option if a value is not > 0."""
     for key, value in values.items():
         if not value > 0:
-            raise ValueError(f"agent {agent!r}: option {key} must be > 0, got {value!r}")
+            raise option_error(agent, f"option {key} must be > 0, got {value!r}")
 
 
 def check_choice(agent: str, key: str, value: str, allowed: tuple[str, ...]) -> None:
     """Raise a ``ValueError`` naming the agent and the option if ``value`` is not allowed."""
     if value not in allowed:
-        raise ValueError(f"agent {agent!r}: option {key} must be one of {allowed}, got {value!r}")
+        raise option_error(agent, f"option {key} must be one of {allowed}, got {value!r}")
 
 
 def check_start(agent: str, key: str, value: str, allowed: tuple[str, ...] = STARTS) -> str:
@@ -66,9 +73,8 @@ def check_start(agent: str, key: str, value: str, allowed: tuple[str, ...] = STA
     resolved = START_ALIASES.get(value, value)
     if resolved not in allowed:
         aliases = {a: t for a, t in START_ALIASES.items() if t in allowed}
-        raise ValueError(
-            f"agent {agent!r}: option {key} must be one of {allowed} "
-            f"(aliases: {aliases}), got {value!r}"
+        raise option_error(
+            agent, f"option {key} must be one of {allowed} (aliases: {aliases}), got {value!r}"
         )
     return resolved
 

@@ -34,7 +34,7 @@ from egrl.agents.muzero.encode import Encoder, EncoderSpec
 from egrl.agents.muzero.mcts import LearnedModel, SearchConfig, TrueModel, represent, search
 from egrl.agents.muzero.networks import MuZeroNet, NumpyHeads
 from egrl.agents.muzero.replay import Batch, Replay, Trajectory
-from egrl.agents.options import check_choice, check_positive, parse_options
+from egrl.agents.options import check_choice, check_positive, option_error, parse_options
 from egrl.agents.tpu_game import GAME_COLUMNS, GameAgent
 from egrl.config import TrainConfig
 from egrl.env import Env
@@ -187,11 +187,9 @@ class MuZeroAgent(GameAgent):
         )
         for key in ("noise_fraction", "final_temperature", "weight_decay", "updates_per_move"):
             if getattr(o, key) < 0:
-                raise ValueError(f"agent {self.name!r}: option {key} must be >= 0")
+                raise option_error(self.name, f"option {key} must be >= 0")
         if not 0 <= o.noise_fraction <= 1 or o.discount > 1:
-            raise ValueError(
-                f"agent {self.name!r}: noise_fraction must be in [0, 1] and discount in (0, 1]"
-            )
+            raise option_error(self.name, "noise_fraction must be in [0, 1] and discount in (0, 1]")
         spec = EncoderSpec(o.k, o.same, o.grid, o.window, o.profile_bins, o.supply_window)
         self.encoder = Encoder(self.program, spec)
         with torch.random.fork_rng(devices=[]):
