@@ -64,6 +64,14 @@ class LearnerConfig(SACConfig):
     ``store_repaired``: for every invalid map evaluated, also store the map the compiler
     repaired it into (``ev.rectified``) with the reward of a valid map, ``(L_c / L)^2``,
     beside the penalised proposal (source ``"repaired"``; it adds no gradient steps).
+
+    ``update_on``: what the learner's ``gradient_ratio`` updates are owed on. ``"paid"``
+    (the default): paid measurements, Table 2's "1 gradient step per environment step"
+    (a map answered from the measure cache is not an environment step, though it enters
+    the replay buffer), so a run of budget ``B`` makes about ``B x gradient_ratio``
+    updates, as every run did before the cache. ``"proposal"``: every answered map, paid
+    or not (what the trainer did between the measure cache and the learner's speed work:
+    docs/learner.md, "Speed").
     """
 
     num_learners: int = 1
@@ -74,6 +82,7 @@ class LearnerConfig(SACConfig):
     burn_in: int = 48
     ucb_c: float = 1.0
     store_repaired: bool = False
+    update_on: str = "paid"
 
 
 @dataclass

@@ -264,13 +264,13 @@ class MultiWorkloadPretrainer(Trainer):
     def step(self) -> dict:
         """One generation: rollouts on every workload in turn, then the learner's updates."""
         row: dict = {}
-        before = self.proposals
+        before = self.env_steps
         for name in self.envs:
             with self.on_workload(name):
                 rollouts = self._learner_rollouts()
             if "learner_clean_speedup" in rollouts:
                 row[f"clean_speedup[{name}]"] = rollouts["learner_clean_speedup"]
-        row.update(self._learner_updates(self.proposals - before))
+        row.update(self._learner_updates(self.env_steps - before))
         row.update({f"best_speedup[{n}]": best.speedup for n, best in self.bests.items()})
         return row
 

@@ -16,7 +16,7 @@ One generation::
 With ``agent.overlap`` (on by default when maps are measured by remote workers,
 ``runtime=ray``) the learner makes its updates while answers are still outstanding, as
 CERL's asynchronous rollout workers let it: after each update it collects what has
-arrived, and it owes ``gradient_ratio`` updates per transition answered so far. Every
+arrived, and it owes ``gradient_ratio`` updates per step answered so far. Every
 answer is collected before fitness, migration and evolution, so none crosses a
 generation, and the generation makes as many updates as a synchronous one.
 
@@ -25,14 +25,16 @@ Every replay entry is tagged with the kind of policy that made it: ``"gnn"`` and
 target that wants the policy's probabilities (``env.wants_probabilities``) receives them
 with the maps, float ``[B, N, H, C]``. Iterations are paid hardware measurements counted
 across everything (the paper's x-axes); on a deterministic target a map measured before
-is answered from the agent's cache for free but still enters the replay buffer, and the
-learner makes ``gradient_ratio`` updates per transition added. A generation that would
+is answered from the agent's cache for free but still enters the replay buffer; the
+learner makes ``gradient_ratio`` updates per paid measurement (``learner.update_on``:
+``"proposal"`` owes them on every answered map instead). A generation that would
 cross the budget measures only the new maps the budget still pays for; members whose map
 was left unmeasured rank last. The answer is the best valid map ever evaluated.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -160,6 +162,7 @@ class Trainer(SearchAgent):
                     **cfg.population.options,
                 ),
             )
+        self._champion: dict[str, torch.Tensor] | None = None  # see _keep_champion
         self.portfolio: LearnerPortfolio | None = None
         if cfg.agent.use_learner:
             lc = cfg.learner
@@ -249,7 +252,7 @@ class Trainer(SearchAgent):
     def step(self) -> dict:
         """One generation of Algorithm 2; returns its agent-specific metrics."""
         row: dict = {}
-        steps_before = self.proposals  # transitions added to the replay buffer, paid or not
+        steps_before = self.env_steps
         pending: Pending = {}
         finish_population = finish_learners = None
         if self.population is not None:
@@ -262,7 +265,7 @@ class Trainer(SearchAgent):
             row.update(finish_population())
         if self.portfolio is not None:
             row.update(finish_learners())
-            row.update(self._learner_updates(self.proposals - steps_before, updates))
+            row.update(self._learner_updates(self.env_steps - steps_before, updates))
             migrate = self.cfg.agent.migration and self.population is not None
             if migrate and (self.generation + 1) % max(1, self.cfg.agent.migration_every) == 0:
                 actor = self.portfolio.learners[self._lead_learner()].actor
@@ -271,10 +274,16 @@ class Trainer(SearchAgent):
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row
 
+    @property
+    def env_steps(self) -> int:
+        """What the learners' updates are owed on (``learner.update_on``): paid measurements
+        (``"paid"``) or every answered map, paid or not (``"proposal"``)."""
+        return self.iterations if self.cfg.learner.update_on == "paid" else self.proposals
+
     def _drain(self, pending: Pending, overlap_from: int | None = None) -> UpdateLog:
         """Collect every outstanding submission and hand each answer to its callback.
 
-        With ``overlap_from`` (the proposal count at the generation's start) the learners
+        With ``overlap_from`` (:attr:`env_steps` at the generation's start) the learners
         make one update at a time while answers are outstanding, as long as they owe
         updates for the transitions answered since then and the buffer is past its
         burn-in; otherwise this only waits. Returns the updates made.
@@ -284,7 +293,7 @@ class Trainer(SearchAgent):
         while pending:
             owed = 0
             if overlap_from is not None:
-                answered = self.proposals - overlap_from
+                answered = self.env_steps - overlap_from
                 owed = int(round(answered * ratio)) - sum(n for n, _ in done)
             replay = self._ready_replay() if owed > 0 else None
             if replay is not None:
@@ -349,6 +358,7 @@ class Trainer(SearchAgent):
 
         def finish() -> dict:
             self.population.set_fitness(fitness)
+            self._keep_champion(fitness)
             best = int(np.argmax(fitness))
             return {
                 "champion_type": str(kinds[best]),
@@ -359,6 +369,17 @@ class Trainer(SearchAgent):
             }
 
         return finish
+
+    def _keep_champion(self, fitness: np.ndarray) -> None:
+        """Remember the weights of this generation's best measured GNN member (the policy
+        snapshot's champion); breeding may overwrite its slot before the snapshot is taken."""
+        members = self.population.indices("gnn")
+        measured = members[np.isfinite(fitness[members])]
+        if len(measured):
+            best = int(measured[np.argmax(fitness[measured])])
+            self._champion = {
+                k: v.detach().clone() for k, v in self.population.gnn(best).state_dict().items()
+            }
 
     def _population_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Maps int64 ``[P, N, H]``, kinds ``[P]`` and, if wanted, probabilities ``[P, N, H, C]``."""
@@ -502,7 +523,8 @@ class Trainer(SearchAgent):
         self.save_policy_snapshot()
 
     def save_policy_snapshot(self) -> Path:
-        """``policies/iter_XXXXXX.safetensors``: the lead learner's actor and the best GNN member.
+        """``policies/iter_XXXXXX.safetensors``: the lead learner's actor and the best GNN
+        member of the last measured generation (the champion).
 
         Keys are prefixed ``learner.`` and ``champion.``; the metadata records the iteration,
         the generation, the policy sizes and the workload(s) it was trained on
@@ -511,12 +533,10 @@ class Trainer(SearchAgent):
         actors: dict[str, torch.nn.Module] = {}
         if self.portfolio is not None:
             actors["learner"] = self.portfolio.learners[self._lead_learner()].actor
-        if self.population is not None:
-            members = self.population.indices("gnn")
-            known = members[self.population.evaluated[members]]
-            if len(known):
-                best = int(known[np.argmax(self.population.fitness[known])])
-                actors["champion"] = self.population.gnn(best)
+        if self.population is not None and self._champion is not None:
+            champion = copy.deepcopy(self.population.gnn(int(self.population.indices("gnn")[0])))
+            champion.load_state_dict(self._champion)
+            actors["champion"] = champion
         meta = {
             "iterations": str(self.iterations),
             "generation": str(self.generation),

@@ -160,6 +160,7 @@ RULES: dict[str, Rule] = {
     "learner.entropy_reduction": Rule(str, choices=("sum", "mean")),
     "learner.reward_norm": Rule(str, choices=("buffer", "none")),
     "learner.store_repaired": FLAG,
+    "learner.update_on": Rule(str, choices=("paid", "proposal")),
     "learner.tau": Rule(float, low=0, high=1, low_open=True),
     "learner.reward_scale": positive(),
     "learner.reward_shift": Rule(float),

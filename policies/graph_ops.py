@@ -8,12 +8,14 @@ times per generation on one workload) do not redo it.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch_geometric.nn import GATConv, GATv2Conv
+from torch_geometric.nn import GATConv, GATv2Conv, TopKPooling
 from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
 
 
@@ -91,27 +93,30 @@ def square_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
 
 
 class EdgeCache:
-    """Remembers :func:`undirected_with_self_loops` for the last ``size`` edge tensors.
+    """Remembers ``transform(edge_index, num_nodes)`` for the last ``size`` edge tensors.
 
-    An entry is reused only for the very same tensor object at the same version (the
-    cache holds a reference, so its storage cannot be recycled for another graph).
+    The transform is :func:`undirected_with_self_loops` unless another is given (the Graph
+    U-Net also keeps :func:`square_adjacency` of its first level). An entry is reused only
+    for the very same tensor object at the same version (the cache holds a reference, so
+    its storage cannot be recycled for another graph).
     """
 
-    def __init__(self, size: int = 4):
+    def __init__(self, size: int = 4, transform: Callable[[Tensor, int], Tensor] | None = None):
         self.size = size
+        self.transform = transform or undirected_with_self_loops
         self._entries: list[tuple[Tensor, int, int, Tensor]] = []
 
     def __call__(self, edge_index: Tensor, num_nodes: int) -> Tensor:
         for key, version, nodes, value in self._entries:
             if key is edge_index and version == edge_index._version and nodes == num_nodes:
                 return value
-        value = undirected_with_self_loops(edge_index, num_nodes)
+        value = self.transform(edge_index, num_nodes)
         self._entries = [(edge_index, edge_index._version, num_nodes, value)] + self._entries
         del self._entries[self.size :]
         return value
 
     def __deepcopy__(self, memo) -> EdgeCache:
-        return EdgeCache(self.size)
+        return EdgeCache(self.size, self.transform)
 
 
 ATTENTION = {"gatv2": GATv2Conv, "gat": GATConv}
@@ -202,3 +207,50 @@ def attention_on_copies(conv: nn.Module, h: Tensor, edges: Tensor) -> Tensor:
     out = messages.new_zeros(x.shape).index_add(0, dst, messages)
     out = out.view(nodes, samples, heads * width)
     return out if conv.bias is None else out + conv.bias
+
+
+def top_k_pool(
+    pool: TopKPooling, h: Tensor, edges: Tensor, batch: Tensor, num_graphs: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """What ``pool(h, edges, batch=batch)`` computes (Gao & Ji's gPool), in a few tensor ops.
+
+    Each node is scored ``y = sigmoid(h . p / ||p||)`` with the module's projection ``p``;
+    each graph keeps its ``ceil(ratio * n)`` best-scoring nodes, gated by their scores, and
+    the edges between kept nodes, renumbered. The selection is PyG's (a descending sort,
+    then a stable sort by graph); reading the module's own parameters keeps checkpoints
+    unchanged, and no per-call bookkeeping objects are built.
+
+    Args:
+        pool: a :class:`TopKPooling` with a ``ratio`` below 1 and no ``min_score``.
+        h: float ``[N, D]`` node features.
+        edges: long ``[2, E]`` edges.
+        batch: long ``[N]`` graph id of each node.
+        num_graphs: ``G``.
+
+    Returns:
+        ``(h [K, D], edges [2, E'], batch [K], perm [K])``: ``perm`` holds the kept nodes'
+        indices into ``h``, best first within each graph.
+    """
+    select = pool.select
+    if select.min_score is not None or not 0.0 < select.ratio < 1.0 or pool.multiplier != 1:
+        raise ValueError(
+            "top_k_pool: only TopKPooling with 0 < ratio < 1, no min_score, multiplier 1"
+        )
+    weight = select.weight
+    score = select.act((h * weight).sum(dim=-1) / weight.norm(p=2, dim=-1))
+    order = torch.sort(score, descending=True).indices
+    if num_graphs == 1:
+        perm = order[: math.ceil(select.ratio * h.size(0))]
+    else:
+        counts = torch.bincount(batch, minlength=num_graphs)
+        keep = (select.ratio * counts.to(h.dtype)).ceil().long()
+        order = order[torch.sort(batch[order], stable=True).indices]
+        grouped = batch[order]
+        rank = torch.arange(order.numel(), device=h.device) - (counts.cumsum(0) - counts)[grouped]
+        perm = order[rank < keep[grouped]]
+    h = h[perm] * score[perm].unsqueeze(-1)
+    index = torch.full((score.numel(),), -1, dtype=torch.long, device=h.device)
+    index[perm] = torch.arange(perm.numel(), device=h.device)
+    renumbered = index[edges]
+    edges = renumbered[:, (renumbered >= 0).all(dim=0)]
+    return h, edges, batch[perm], perm

@@ -3,7 +3,7 @@
 Crossover is DEAP's one-point crossover applied, tensor by tensor, to the list of rows of
 the two parents' weights (a row is one output unit). Mutation follows CERL/EGRL's SSNE:
 a random share of the weights gets relative Gaussian noise, a few of those a much larger
-"super mutation", a few are redrawn; it is vectorized per tensor with ``torch``.
+"super mutation", a few are redrawn; it runs on all of a member's weights as one flat vector.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ def crossover_rows(
     """One child of two same-architecture state dicts: per tensor, rows ``[:cut]`` of
     ``base`` then rows ``[cut:]`` of ``mate`` (:func:`deap.tools.cxOnePoint` on row lists).
 
-    Tensors with fewer than two rows, and integer buffers, come from ``base``. The cut is
-    drawn independently for each tensor.
+    DEAP's operator runs on the lists of row numbers (``0..n-1`` of ``base``, ``n..2n-1``
+    of ``mate``), and the child is gathered from the two tensors in one indexing; this is
+    the same child, and the same draws, as crossing the lists of rows themselves. Tensors
+    with fewer than two rows, and integer buffers, come from ``base``. The cut is drawn
+    independently for each tensor.
     """
     if base.keys() != mate.keys():
         missing = sorted(set(base) ^ set(mate))
@@ -45,9 +48,10 @@ def crossover_rows(
             if a.dim() == 0 or a.size(0) < 2 or not a.is_floating_point():
                 child[name] = a.clone()
                 continue
-            rows_a, rows_b = list(a.unbind(0)), list(b.unbind(0))
+            rows = a.size(0)
+            rows_a, rows_b = list(range(rows)), list(range(rows, 2 * rows))
             tools.cxOnePoint(rows_a, rows_b)
-            child[name] = torch.stack(rows_a).clone()
+            child[name] = torch.cat([a, b]).index_select(0, torch.tensor(rows_a, device=a.device))
     return child
 
 
@@ -62,38 +66,54 @@ def mutate_weights(module: nn.Module, params: EvolutionParams, generator: torch.
     - then, with probability ``reset_prob``: ``N(0, reset_std)``;
     - otherwise ``w + N(0, mutation_std * |w|)``;
 
-    and is clamped to ``[-weight_limit, weight_limit]``.
+    and is clamped to ``[-weight_limit, weight_limit]``. All parameters are mutated as
+    one flat vector (a few tensor operations per member, whatever its number of tensors).
     """
-    drawn = 0
+    tensors = [p for p in module.parameters() if p.is_floating_point() and p.numel()]
+    if not tensors:
+        return 0
     with torch.no_grad():
-        for p in module.parameters():
-            if not p.is_floating_point() or p.numel() == 0:
-                continue
-            rate = params.mutation_frac * (1.0 if p.dim() >= 2 else params.vector_mutation_scale)
-            new, count = _perturb(p.data, rate, params, generator)
-            p.data.copy_(new)
-            drawn += count
+        sizes = [p.numel() for p in tensors]
+        rates = torch.tensor(
+            [
+                params.mutation_frac * (1.0 if p.dim() >= 2 else params.vector_mutation_scale)
+                for p in tensors
+            ],
+            dtype=tensors[0].dtype,
+            device=tensors[0].device,
+        )
+        flat = torch.cat([p.detach().reshape(-1) for p in tensors])
+        new, drawn = _perturb(
+            flat,
+            rates.repeat_interleave(torch.tensor(sizes, device=rates.device)),
+            params,
+            generator,
+        )
+        torch._foreach_copy_(tensors, [v.view_as(p) for v, p in zip(new.split(sizes), tensors)])
     return drawn
 
 
 def _perturb(
-    w: Tensor, rate: float, params: EvolutionParams, generator: torch.Generator
+    w: Tensor, rate: Tensor | float, params: EvolutionParams, generator: torch.Generator
 ) -> tuple[Tensor, int]:
     """Mutated copy of ``w`` (any shape) and the number of drawn weights.
 
-    The draws are made on ``generator``'s device and moved to ``w``'s.
+    ``rate``: the chance of each weight to be drawn (a number, or a tensor shaped like
+    ``w``). One uniform draw per weight selects; the kind and the noise are drawn for the
+    selected weights only. The draws are made on ``generator``'s device and moved to ``w``'s.
     """
-    drawn = _uniform(w, generator) < rate
-    kind = _uniform(w, generator)
-    noise = torch.randn(w.shape, generator=generator, device=generator.device).to(w)
-    is_super = drawn & (kind < params.super_mutation_prob)
-    is_reset = drawn & ~is_super & (kind < params.super_mutation_prob + params.reset_prob)
-    is_plain = drawn & ~is_super & ~is_reset
-    scale = torch.where(is_super, params.super_mutation_std, params.mutation_std) * w.abs()
-    new = torch.where(is_super | is_plain, w + noise * scale, w)
-    new = torch.where(is_reset, noise * params.reset_std, new)
-    new = torch.where(drawn, new.clamp(-params.weight_limit, params.weight_limit), w)
-    return new, int(drawn.sum())
+    flat = w.reshape(-1)
+    rate = torch.as_tensor(rate, dtype=w.dtype, device=w.device).reshape(-1)
+    picked = torch.nonzero(_uniform(flat, generator) < rate).squeeze(1)
+    drawn = flat.index_select(0, picked)
+    kind = _uniform(drawn, generator)
+    noise = torch.randn(drawn.shape, generator=generator, device=generator.device).to(w)
+    is_super = kind < params.super_mutation_prob
+    is_reset = ~is_super & (kind < params.super_mutation_prob + params.reset_prob)
+    scale = torch.where(is_super, params.super_mutation_std, params.mutation_std) * drawn.abs()
+    moved = torch.where(is_reset, noise * params.reset_std, drawn + noise * scale)
+    moved = moved.clamp(-params.weight_limit, params.weight_limit)
+    return flat.index_copy(0, picked, moved).view_as(w), int(picked.numel())
 
 
 def _uniform(w: Tensor, generator: torch.Generator) -> Tensor:

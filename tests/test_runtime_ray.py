@@ -109,11 +109,11 @@ def test_overlapped_egrl_on_ray_keeps_the_bookkeeping_exact(ray_session, one_thr
     assert not local.overlap and remote.overlap
     assert remote.iterations == 60 == remote.env.num_evaluations
     assert remote.dispatcher.open == 0 and remote.failed_maps == 0
-    # each generation past the burn-in made gradient_ratio updates per proposal answered
+    # each generation past the burn-in made gradient_ratio updates per paid measurement
     steps = [r["gradient_steps"] for r in remote.rows]
-    proposals = np.diff([0] + [r["proposals"] for r in remote.rows])
+    paid = np.diff([0] + [r["iterations"] for r in remote.rows])
     ratio = remote.cfg.learner.gradient_ratio
-    assert steps == [0 if s == 0 else round(p * ratio) for s, p in zip(steps, proposals)]
+    assert steps == [0 if s == 0 else round(p * ratio) for s, p in zip(steps, paid)]
     assert sum(steps) > 0
     valid, latency = remote.env.check_maps(remote.best.mapping[None]), remote.best.latency_s
     assert remote.env.evaluate(valid).latency_s[0] == pytest.approx(latency)

@@ -317,14 +317,28 @@ def test_overlap_updates_while_maps_are_in_flight_and_makes_as_many_updates():
     assert over_blocks.count(1) > len(over.rows)  # single updates between answers
     assert over.iterations == sync.iterations == 120
     assert over.dispatcher.open == 0 and over.dispatcher.in_flight == 0
-    # every generation past the burn-in makes gradient_ratio updates per proposal
+    # every generation past the burn-in makes gradient_ratio updates per paid measurement
     steps = [r["gradient_steps"] for r in over.rows]
-    proposals = np.diff([0] + [r["proposals"] for r in over.rows])
+    paid = np.diff([0] + [r["iterations"] for r in over.rows])
     ratio = over.cfg.learner.gradient_ratio
-    expected = [0 if s == 0 else round(p * ratio) for s, p in zip(steps, proposals)]
+    expected = [0 if s == 0 else round(p * ratio) for s, p in zip(steps, paid)]
     assert steps == expected and sum(steps) > 0
     # the answers, not the order of updates, fix the budget: both runs paid 120 maps
     assert over.env.num_evaluations == sync.env.num_evaluations == 120
+
+
+@pytest.mark.parametrize("update_on", ["paid", "proposal"])
+def test_updates_are_owed_on_paid_measurements_or_on_every_proposal(update_on):
+    cfg = small_config(seed=2, budget=120)
+    cfg.learner.update_on = update_on
+    trainer = Trainer(small_env(), cfg)
+    trainer.run()
+    steps = [r["gradient_steps"] for r in trainer.rows]
+    column = "iterations" if update_on == "paid" else "proposals"
+    owed = np.diff([0] + [r[column] for r in trainer.rows]) * cfg.learner.gradient_ratio
+    assert steps == [0 if s == 0 else round(n) for s, n in zip(steps, owed)] and sum(steps) > 0
+    # the run answers maps from the cache, so the two counts differ
+    assert trainer.proposals > trainer.iterations == 120
 
 
 def test_overlap_auto_is_off_in_process_and_on_the_local_runtime_changes_nothing():
