@@ -8,7 +8,6 @@ times per generation on one workload) do not redo it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -215,13 +214,14 @@ def top_k_pool(
     """What ``pool(h, edges, batch=batch)`` computes (Gao & Ji's gPool), in a few tensor ops.
 
     Each node is scored ``y = sigmoid(h . p / ||p||)`` with the module's projection ``p``;
-    each graph keeps its ``ceil(ratio * n)`` best-scoring nodes, gated by their scores, and
+    each graph keeps its ``ceil(ratio * n)`` best-scoring nodes (PyG's rule: a ratio of 1
+    or more keeps that many nodes), gated by their scores, and
     the edges between kept nodes, renumbered. The selection is PyG's (a descending sort,
     then a stable sort by graph); reading the module's own parameters keeps checkpoints
     unchanged, and no per-call bookkeeping objects are built.
 
     Args:
-        pool: a :class:`TopKPooling` with a ``ratio`` below 1 and no ``min_score``.
+        pool: a :class:`TopKPooling` without ``min_score`` or multiplier.
         h: float ``[N, D]`` node features.
         edges: long ``[2, E]`` edges.
         batch: long ``[N]`` graph id of each node.
@@ -232,18 +232,19 @@ def top_k_pool(
         indices into ``h``, best first within each graph.
     """
     select = pool.select
-    if select.min_score is not None or not 0.0 < select.ratio < 1.0 or pool.multiplier != 1:
-        raise ValueError(
-            "top_k_pool: only TopKPooling with 0 < ratio < 1, no min_score, multiplier 1"
-        )
+    if select.min_score is not None or pool.multiplier != 1:
+        raise ValueError("top_k_pool: TopKPooling with min_score or a multiplier is not supported")
     weight = select.weight
     score = select.act((h * weight).sum(dim=-1) / weight.norm(p=2, dim=-1))
     order = torch.sort(score, descending=True).indices
-    if num_graphs == 1:
-        perm = order[: math.ceil(select.ratio * h.size(0))]
+    counts = torch.bincount(batch, minlength=num_graphs)
+    if select.ratio >= 1:  # PyG: a ratio of 1 or more is a number of nodes per graph
+        keep = torch.full_like(counts, int(select.ratio))
     else:
-        counts = torch.bincount(batch, minlength=num_graphs)
-        keep = (select.ratio * counts.to(h.dtype)).ceil().long()
+        keep = (float(select.ratio) * counts.to(h.dtype)).ceil().long()
+    if num_graphs == 1:
+        perm = order[: int(keep[0])]
+    else:
         order = order[torch.sort(batch[order], stable=True).indices]
         grouped = batch[order]
         rank = torch.arange(order.numel(), device=h.device) - (counts.cumsum(0) - counts)[grouped]

@@ -14,6 +14,11 @@ Every attention convolution is ``GATv2Conv(hidden, hidden // heads, heads, conca
 ``heads`` attention heads of ``hidden // heads`` channels concatenated back to ``hidden``
 (``attention="gat"`` swaps in the cheaper ``GATConv``). Logits of choices a head
 does not have are ``-inf``.
+
+The convolutions and gPools are PyG modules (their parameters are the checkpoint's), run
+through :func:`policies.graph_ops.attention_on_copies` and
+:func:`policies.graph_ops.top_k_pool`: the same functions as the modules' ``forward`` in a
+few tensor operations each (tested against the modules).
 """
 
 from __future__ import annotations

@@ -111,11 +111,12 @@ def pyg_actor_forward(actor: GraphUNetActor, x, edge_index, batch=None) -> torch
     return logits.masked_fill(~actor.mask, float("-inf"))
 
 
-@pytest.mark.parametrize("attention", ["gatv2", "gat"])
-def test_actor_matches_pyg_modules(attention):
+@pytest.mark.parametrize("attention,pool_ratio", [("gatv2", 0.5), ("gat", 0.5), ("gatv2", 1.0)])
+def test_actor_matches_pyg_modules(attention, pool_ratio):
     """The lean forward (own attention and gPool on the modules' parameters) computes what
-    PyG's modules compute, values and gradients, on one graph and on a batch."""
-    actor = small_actor(attention=attention)
+    PyG's modules compute, values and gradients, on one graph and on a batch (a pool ratio
+    of 1 keeps one node per graph, as PyG reads it)."""
+    actor = small_actor(attention=attention, pool_ratio=pool_ratio)
     for n in (1, 7, 60):
         graph = make_graph(n, seed=n)
         torch.testing.assert_close(
