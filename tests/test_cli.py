@@ -332,3 +332,20 @@ def test_runtime_values_are_checked_before_the_run_directory():
             "train", overrides=["runtime=ray", "runtime.workers=0"], return_hydra_config=True
         )
     assert run_problems(cfg) == ["runtime.workers=0 is invalid: expected an integer >= 1"]
+
+
+def test_a_run_saved_before_a_learner_option_resumes_with_the_value_it_was_made_with():
+    from omegaconf import OmegaConf
+
+    from egrl.cli.resume import with_learner_defaults_of_its_time
+
+    old = OmegaConf.create({"learner": {"batch_size": 24}})
+    filled = with_learner_defaults_of_its_time(old).learner
+    assert (filled.update_on, filled.entropy_reduction, filled.reward_norm) == (
+        "proposal",
+        "mean",
+        "none",
+    )
+    new = OmegaConf.create({"learner": {"update_on": "paid", "reward_norm": "buffer"}})
+    kept = with_learner_defaults_of_its_time(new).learner
+    assert (kept.update_on, kept.reward_norm, kept.entropy_reduction) == ("paid", "buffer", "mean")

@@ -63,7 +63,11 @@ def saved_config(run_dir: Path) -> DictConfig:
 
 #: learner keys added after runs were first saved, with the value that reproduces those
 #: runs (the learner before docs/learner.md's "Why the learner collapsed")
-LEARNER_KEYS_OF_OLD_RUNS = {"entropy_reduction": "mean", "reward_norm": "none"}
+LEARNER_KEYS_OF_OLD_RUNS = {
+    "entropy_reduction": "mean",
+    "reward_norm": "none",
+    "update_on": "proposal",  # one update per answered map, before learner.update_on
+}
 
 
 def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
