@@ -34,7 +34,6 @@ was left unmeasured rank last. The answer is the best valid map ever evaluated.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Callable
@@ -285,7 +284,7 @@ class Trainer(SearchAgent):
 
         With ``overlap_from`` (:attr:`env_steps` at the generation's start) the learners
         make one update at a time while answers are outstanding, as long as they owe
-        updates for the transitions answered since then and the buffer is past its
+        updates for the steps answered since then (``learner.update_on``) and the buffer is past its
         burn-in; otherwise this only waits. Returns the updates made.
         """
         done: UpdateLog = []
@@ -530,13 +529,11 @@ class Trainer(SearchAgent):
         the generation, the policy sizes and the workload(s) it was trained on
         (:func:`egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
         """
-        actors: dict[str, torch.nn.Module] = {}
+        actors: dict[str, torch.nn.Module | dict[str, torch.Tensor]] = {}
         if self.portfolio is not None:
             actors["learner"] = self.portfolio.learners[self._lead_learner()].actor
         if self.population is not None and self._champion is not None:
-            champion = copy.deepcopy(self.population.gnn(int(self.population.indices("gnn")[0])))
-            champion.load_state_dict(self._champion)
-            actors["champion"] = champion
+            actors["champion"] = self._champion
         meta = {
             "iterations": str(self.iterations),
             "generation": str(self.generation),

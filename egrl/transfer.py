@@ -164,9 +164,12 @@ def load_actor(snapshot: Snapshot, kind: str = "learner") -> GraphUNetActor:
 
 
 def write_snapshot(
-    path: str | Path, actors: Mapping[str, torch.nn.Module], metadata: Mapping[str, str]
+    path: str | Path,
+    actors: Mapping[str, torch.nn.Module | Mapping[str, torch.Tensor]],
+    metadata: Mapping[str, str],
 ) -> Path:
-    """Write actors (keys prefixed ``<kind>.``) and string metadata as one snapshot file.
+    """Write actors (modules or their state dicts; keys prefixed ``<kind>.``) and string
+    metadata as one snapshot file.
 
     ``metadata`` needs ``iterations``, ``policy`` (JSON of the sizes), ``in_dim`` and
     ``num_choices`` (JSON list), as :func:`read_snapshot` expects.
@@ -179,7 +182,7 @@ def write_snapshot(
     tensors = {
         f"{kind}.{k}": v.detach().cpu().contiguous()
         for kind, actor in actors.items()
-        for k, v in actor.state_dict().items()
+        for k, v in (actor.state_dict() if isinstance(actor, torch.nn.Module) else actor).items()
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -115,14 +115,15 @@ class GraphUNetActor(nn.Module, Policy):
         graph = graph_input(x, edge_index, batch)
         edges = self._edges(edge_index, x.size(0))
         batch = graph.batch
-        first_square = self._squares(edges, x.size(0))
 
         h = self._block(self.down[0], self.act_fn(self.embed(x)), edges)
         skips, levels, perms = [], [], []
-        for pool, conv in zip(self.pools, self.down[1:]):
+        for level, (pool, conv) in enumerate(zip(self.pools, self.down[1:])):
             skips.append(h)
             levels.append(edges)
-            edges = first_square if not perms else square_adjacency(edges, h.size(0))
+            # the first level's A^2 is the same on every call for one graph: kept
+            square = self._squares if level == 0 else square_adjacency
+            edges = square(edges, h.size(0))
             h, edges, batch, perm = top_k_pool(pool, h, edges, batch, graph.num_graphs)
             h = self._block(conv, h, edges)
             perms.append(perm)

@@ -94,26 +94,24 @@ def mutate_weights(module: nn.Module, params: EvolutionParams, generator: torch.
 
 
 def _perturb(
-    w: Tensor, rate: Tensor | float, params: EvolutionParams, generator: torch.Generator
+    flat: Tensor, rate: Tensor, params: EvolutionParams, generator: torch.Generator
 ) -> tuple[Tensor, int]:
-    """Mutated copy of ``w`` (any shape) and the number of drawn weights.
+    """Mutated copy of the weights ``flat [W]`` and the number of drawn weights.
 
-    ``rate``: the chance of each weight to be drawn (a number, or a tensor shaped like
-    ``w``). One uniform draw per weight selects; the kind and the noise are drawn for the
-    selected weights only. The draws are made on ``generator``'s device and moved to ``w``'s.
+    ``rate [W]``: the chance of each weight to be drawn. One uniform draw per weight
+    selects; the kind and the noise are drawn for the selected weights only. The draws are
+    made on ``generator``'s device and moved to the weights'.
     """
-    flat = w.reshape(-1)
-    rate = torch.as_tensor(rate, dtype=w.dtype, device=w.device).reshape(-1)
     picked = torch.nonzero(_uniform(flat, generator) < rate).squeeze(1)
     drawn = flat.index_select(0, picked)
     kind = _uniform(drawn, generator)
-    noise = torch.randn(drawn.shape, generator=generator, device=generator.device).to(w)
+    noise = torch.randn(drawn.shape, generator=generator, device=generator.device).to(flat)
     is_super = kind < params.super_mutation_prob
     is_reset = ~is_super & (kind < params.super_mutation_prob + params.reset_prob)
     scale = torch.where(is_super, params.super_mutation_std, params.mutation_std) * drawn.abs()
     moved = torch.where(is_reset, noise * params.reset_std, drawn + noise * scale)
     moved = moved.clamp(-params.weight_limit, params.weight_limit)
-    return flat.index_copy(0, picked, moved).view_as(w), int(picked.numel())
+    return flat.index_copy(0, picked, moved), int(picked.numel())
 
 
 def _uniform(w: Tensor, generator: torch.Generator) -> Tensor:
