@@ -115,6 +115,8 @@ class MixedPopulation:
         self.descent = np.zeros(size, dtype=np.uint8)
         self.elites = np.zeros(0, dtype=np.int64)
         self.toolbox = build_toolbox(self.params, self.num_choices)
+        #: the operators :func:`build_toolbox` registered, to tell them from a user's
+        self._built_ops = dict(vars(self.toolbox))
 
     # ------------------------------------------------------------------ members
     @property
@@ -432,8 +434,10 @@ class MixedPopulation:
             theirs = list(state[key]) if isinstance(mine, list) else state[key]
             if theirs != mine:
                 raise ValueError(f"population state has {key}={theirs}, this population {mine}")
-        self.params = EvolutionParams.from_dict(state["params"])
-        self.toolbox = build_toolbox(self.params, self.num_choices)
+        params = EvolutionParams.from_dict(state["params"])
+        if params != self.params:
+            self.params = params
+            self._rebind_built_operators()
         for i, (net, weights) in enumerate(zip(self.gnns, state["gnn"])):
             _copy_weights_from_state(weights, net, int(self.indices(GNN)[i]))
         if self.chromosomes is not None:
@@ -447,6 +451,15 @@ class MixedPopulation:
         self.descent = np.asarray(state.get("descent", np.zeros(self.size)), dtype=np.uint8).copy()
         self.elites = np.asarray(state["elites"], dtype=np.int64).copy()
         self.rng.bit_generator.state = state["rng"]
+
+    def _rebind_built_operators(self) -> None:
+        """Bind the default operators to :attr:`params` again, keeping the toolbox itself:
+        an operator the user registered on it (a swapped or an added one) stays."""
+        fresh = build_toolbox(self.params, self.num_choices)
+        for name, op in vars(fresh).items():
+            if getattr(self.toolbox, name, None) is self._built_ops.get(name):
+                setattr(self.toolbox, name, op)
+                self._built_ops[name] = op
 
 
 def _random_chromosomes(

@@ -480,6 +480,34 @@ def test_state_round_trip_through_a_checkpoint(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
+def test_a_registered_operator_survives_loading_a_state(tmp_path):
+    """load_state_dict keeps the user's toolbox: a swapped operator is still used after it,
+    also when the state's params differ (the default operators are bound to those)."""
+    graph = make_graph()
+    saved = make_population(seed=3, crossover_prob=1.0, mutation_prob=0.0)
+    run_generations(saved, graph, 1)
+    save_state(saved.state_dict(), tmp_path / "pop")
+    calls = []
+
+    def mate_first(base, mate, rng):
+        calls.append(1)
+        return base
+
+    for options in ({"crossover_prob": 1.0, "mutation_prob": 0.0}, {"tournament_size": 5}):
+        pop = make_population(seed=3, **options)
+        pop.toolbox.register("mate_gnn", mate_first)
+        pop.toolbox.register("my_extra", len)
+        pop.load_state_dict(load_state(tmp_path / "pop"))
+        assert pop.params == saved.params
+        assert pop.toolbox.my_extra([1, 2]) == 2
+        assert pop.toolbox.select.keywords["tournament_size"] == saved.params.tournament_size
+        calls.clear()
+        pop.set_fitness(np.linspace(1.0, 0.1, pop.size))
+        report = pop.evolve(graph, gen())
+        gnn_crossed = report.crossed & (pop.kinds[report.children] == "gnn")
+        assert len(calls) == int(gnn_crossed.sum()) > 0
+
+
 def test_state_of_another_layout_is_refused():
     pop = make_population()
     other = make_population(size=8)
