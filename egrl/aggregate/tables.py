@@ -1,0 +1,157 @@
+"""Tables of final speedups: markdown for people, CSV for programs."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from egrl.aggregate.optimum import OptimumInfo
+from egrl.experiments.runs import Problem
+from egrl.aggregate.summary import BASE_KEYS, GroupStats, group_order
+
+FINAL_COLUMNS = (
+    "n",
+    "seeds",
+    "budget",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "wall_s_mean",
+    "optimum_speedup",
+)
+
+
+def mean_std(mean: float, std: float, digits: int = 3) -> str:
+    """``1.234 ± 0.056``; a single sample has no ± part."""
+    if not math.isfinite(mean):
+        return "–"
+    if not math.isfinite(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _optimum_cell(opt: OptimumInfo | None) -> str:
+    return "not computed" if opt is None else f"{opt.speedup:.3f} ({opt.tag})"
+
+
+def final_table(groups: Sequence[GroupStats], optimum: dict[str, OptimumInfo]) -> str:
+    """Markdown: one row per group with mean ± std over seeds, n, wall time, the optimum."""
+    if not groups:
+        return "_no finished runs_"
+    keys = groups[0].keys
+    extra = [k for k in keys if k not in BASE_KEYS]
+    head = [
+        "workload",
+        "agent",
+        *extra,
+        "budget",
+        "n",
+        "final speedup (mean ± std)",
+        "min – max",
+        "wall s (mean)",
+        "optimum",
+        "% of optimum",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---|" * len(extra) + "---:|" * 7]
+    for g in groups:
+        opt = optimum.get(g.get("workload"))
+        share = f"{100 * g.mean / opt.speedup:.1f}%" if opt is not None else "–"
+        cells = [
+            g.get("workload"),
+            g.get("agent"),
+            *[g.get(k) for k in extra],
+            str(g.budget),
+            str(g.n),
+            mean_std(g.mean, g.std),
+            f"{g.finals.min():.3f} – {g.finals.max():.3f}",
+            f"{g.wall_mean:.1f}",
+            _optimum_cell(opt),
+            share,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def pivot_table(
+    groups: Sequence[GroupStats],
+    optimum: dict[str, OptimumInfo],
+    workloads: Sequence[str],
+    value: str = "speedup",
+) -> str:
+    """Markdown: one row per agent (and setting), one column per workload.
+
+    ``value="speedup"``: mean ± std (n) of the final speedup, with an ``optimum`` row;
+    ``value="wall"``: mean wall seconds per run.
+    """
+    labels = list(dict.fromkeys(g.label for g in groups))
+    cell = {(g.label, g.get("workload")): g for g in groups}
+    lines = [
+        "| agent | " + " | ".join(workloads) + " |",
+        "|---|" + "---:|" * len(workloads),
+    ]
+    for label in labels:
+        row = []
+        for w in workloads:
+            g = cell.get((label, w))
+            if g is None:
+                row.append("–")
+            elif value == "wall":
+                row.append(f"{g.wall_mean:.1f}")
+            else:
+                row.append(f"{mean_std(g.mean, g.std)} (n={g.n})")
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+    if value == "speedup":
+        row = [_optimum_cell(optimum.get(w)) for w in workloads]
+        lines.append("| **optimum** | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def optimum_table(optimum: dict[str, OptimumInfo]) -> str:
+    """Markdown: the optimum per workload with its proof status and source."""
+    lines = [
+        "| workload | optimum speedup | proven / gap | solver wall s | source |",
+        "|---|---:|---|---:|---|",
+    ]
+    for w in sorted(optimum, key=lambda w: group_order({"workload": w})):
+        o = optimum[w]
+        wall = f"{o.wall_s:.1f}" if math.isfinite(o.wall_s) else "–"
+        lines.append(f"| {w} | {o.speedup:.4f} | {o.tag} | {wall} | {o.source} |")
+    return "\n".join(lines)
+
+
+def problems_list(problems: Sequence[Problem]) -> str:
+    """Markdown bullet list of the runs left out (or "none")."""
+    if not problems:
+        return "none"
+    return "\n".join(f"- `{p.path}`: {p.reason}" for p in problems)
+
+
+def write_final_csv(
+    groups: Sequence[GroupStats], optimum: dict[str, OptimumInfo], path: str | Path
+) -> Path:
+    """One row per group: its keys, then :data:`FINAL_COLUMNS`."""
+    path = Path(path)
+    keys = groups[0].keys if groups else tuple(BASE_KEYS)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([*keys, *FINAL_COLUMNS])
+        for g in groups:
+            opt = optimum.get(g.get("workload"))
+            writer.writerow(
+                [
+                    *g.values,
+                    g.n,
+                    " ".join(map(str, g.seeds)),
+                    g.budget,
+                    repr(g.mean),
+                    repr(g.std),
+                    repr(float(g.finals.min())),
+                    repr(float(g.finals.max())),
+                    f"{g.wall_mean:.3f}",
+                    "" if opt is None else repr(opt.speedup),
+                ]
+            )
+    return path
