@@ -1,0 +1,107 @@
+"""The numbers every study reports, each computed in one place.
+
+- :func:`samples_to_level`: paid measurements until a best-so-far curve first reaches a
+  level (the samples a user pays to get there);
+- :func:`mann_whitney` and :func:`first_share`: the significance test between two agents
+  over seeds, and the share of pairs where the first got there first;
+- :func:`mean_std`, :func:`format_mean_std`, :func:`median_range`, :func:`geomean`: mean and
+  spread over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+
+#: absolute slack of a level comparison (a value equal to the level up to rounding reaches it)
+LEVEL_SLACK = 1e-12
+
+
+def samples_to_level(
+    iterations: np.ndarray, values: np.ndarray, level: float, rtol: float = 0.0
+) -> float:
+    """Paid measurements when the step curve ``values`` first reached ``level``.
+
+    Args:
+        iterations: int ``[G]``, paid measurements after each generation.
+        values: float ``[G]``, the best value so far (NaN: not defined yet).
+        level: the level to reach.
+        rtol: relative tolerance below ``level`` that still counts as reaching it.
+
+    Returns:
+        The iterations of the first generation at or above the level; ``inf`` if never.
+    """
+    y = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=-np.inf)
+    hit = np.flatnonzero(y >= level * (1.0 - rtol) - LEVEL_SLACK)
+    return float(np.asarray(iterations)[hit[0]]) if hit.size else math.inf
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U of ``a [S_a]`` against ``b [S_b]``: ``(U of a, p)``.
+
+    ``inf`` (never reached) ranks above every finite value; NaN when either side is empty.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan
+    res = mannwhitneyu(a, b, alternative="two-sided")
+    return float(res.statistic), float(res.pvalue)
+
+
+def first_share(u: float, n_a: int, n_b: int) -> float:
+    """Share of (a, b) pairs where ``a`` had the smaller value (ties half), from ``a``'s U."""
+    return 1.0 - u / (n_a * n_b) if n_a and n_b else math.nan
+
+
+class MeanStd(NamedTuple):
+    """Mean, sample standard deviation (0 for one value) and count of the finite values."""
+
+    mean: float
+    std: float
+    n: int
+
+
+def mean_std(values: Sequence[float]) -> MeanStd:
+    """:class:`MeanStd` of the finite ``values`` (NaN, NaN, 0 when there are none)."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return MeanStd(math.nan, math.nan, 0)
+    return MeanStd(float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0, int(a.size))
+
+
+def format_mean_std(
+    values: Sequence[float] | MeanStd, fmt: str = "{:.4f}", empty: str = "-"
+) -> str:
+    """``"1.2340 ± 0.0560"`` of ``values`` (or of a :class:`MeanStd`); ``empty`` when none."""
+    ms = values if isinstance(values, MeanStd) else mean_std(values)
+    if ms.n == 0 or not math.isfinite(ms.mean):
+        return empty
+    if not math.isfinite(ms.std):
+        return fmt.format(ms.mean)
+    return f"{fmt.format(ms.mean)} ± {fmt.format(ms.std)}"
+
+
+def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-") -> str:
+    """``"median [min-max]"`` of the finite ``values``; one value alone; ``empty`` when none."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return empty
+    if a.size == 1:
+        return fmt.format(a[0])
+    lo, mid, hi = (fmt.format(v) for v in (a.min(), np.median(a), a.max()))
+    return f"{mid} [{lo}-{hi}]"
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean of ``values`` (NaN if any is missing or not positive)."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        return math.nan
+    return float(np.exp(np.log(a).mean()))
