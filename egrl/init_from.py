@@ -21,18 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from egrl.checkpoint import CheckpointError, load_latest, load_state
-from egrl.transfer import (
-    POLICY_SIZE_KEYS,
-    SNAPSHOT_DIR,
-    SNAPSHOT_GLOB,
-    SnapshotError,
-    read_snapshot,
-)
+from egrl import rundir
+from egrl.checkpoint import CheckpointError
+from egrl.transfer import POLICY_SIZE_KEYS, SnapshotError
 
 
 @dataclass(frozen=True)
@@ -69,62 +63,26 @@ def read_policy(path: str | Path) -> TrainedPolicy:
     """
     path = Path(path)
     where = f"init_from={path} is invalid"
-    if path.is_file():
-        return _from_snapshot(path)
-    if not path.is_dir():
-        raise SnapshotError(f"{where}: no such file or directory")
-    snapshots = sorted((path / SNAPSHOT_DIR).glob(SNAPSHOT_GLOB))
-    if snapshots:
-        return _from_snapshot(max(snapshots, key=lambda p: read_snapshot(p).iterations))
     try:
-        if (path / "state.json").is_file():
-            return _from_checkpoint(path, load_state(path))
-        found = load_latest(path / "checkpoints") if (path / "checkpoints").is_dir() else None
+        stored = rundir.read_policy(path)
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"{where}: no such file or directory") from exc
+    except LookupError as exc:
+        raise SnapshotError(
+            f"{where}: no policy snapshot ({rundir.POLICIES_DIR}/{rundir.SNAPSHOT_GLOB}) "
+            "or checkpoint in it"
+        ) from exc
+    except rundir.PolicyError as exc:
+        raise SnapshotError(f"init_from={exc.path} is invalid: {exc.problem}") from exc
     except CheckpointError as exc:
         raise SnapshotError(f"{where}: {exc}") from exc
-    if found is None:
-        raise SnapshotError(
-            f"{where}: no policy snapshot ({SNAPSHOT_DIR}/{SNAPSHOT_GLOB}) or checkpoint in it"
+    if stored.snapshot is not None:
+        snap = stored.snapshot
+        return TrainedPolicy(
+            stored.source, snap.in_dim, snap.num_choices, snap.policy, stored.weights
         )
-    return _from_checkpoint(found[0], found[1])
-
-
-def _from_snapshot(path: Path) -> TrainedPolicy:
-    from safetensors.torch import load_file
-
-    try:
-        snap = read_snapshot(path)
-    except SnapshotError as exc:
-        raise SnapshotError(f"init_from={path} is invalid: {exc}") from exc
-    tensors = load_file(str(path))
-    weights = {
-        kind: {k[len(kind) + 1 :]: v for k, v in tensors.items() if k.startswith(kind + ".")}
-        for kind in snap.kinds
-    }
-    if not weights:
-        raise SnapshotError(f"init_from={path} is invalid: the snapshot holds no policy")
-    return TrainedPolicy(path, snap.in_dim, snap.num_choices, snap.policy, weights)
-
-
-def _from_checkpoint(ckpt: Path, state: Mapping) -> TrainedPolicy:
-    """The first learner's actor and the fittest GNN member of an ``egrl``/``ea``/``pg`` checkpoint."""
-    where = f"init_from={ckpt} is invalid"
-    agent = state.get("agent") if isinstance(state, Mapping) else None
-    if not isinstance(agent, Mapping) or not ({"learners", "population"} & set(agent)):
-        raise SnapshotError(f"{where}: not a checkpoint of an egrl, ea or pg run")
-    weights: dict[str, dict[str, Tensor]] = {}
-    if agent.get("learners"):
-        weights["learner"] = dict(agent["learners"][0]["actor"])
-    population = agent.get("population")
-    if population and population.get("gnn"):
-        gnn = np.flatnonzero(np.asarray(population["kinds"]) == "gnn")
-        fitness = np.asarray(population["fitness"], dtype=np.float64)[gnn]
-        best = int(np.argmax(np.nan_to_num(fitness, nan=-np.inf)))
-        weights["champion"] = dict(population["gnn"][best])
-    if not weights:
-        raise SnapshotError(f"{where}: the checkpoint holds no GNN policy")
-    in_dim, num_choices, sizes = actor_layout(next(iter(weights.values())), ckpt)
-    return TrainedPolicy(ckpt, in_dim, num_choices, sizes, weights)
+    in_dim, num_choices, sizes = actor_layout(next(iter(stored.weights.values())), stored.source)
+    return TrainedPolicy(stored.source, in_dim, num_choices, sizes, stored.weights)
 
 
 def actor_layout(state: Mapping[str, Tensor], source: Path) -> tuple[int, tuple[int, ...], dict]:

@@ -1,0 +1,374 @@
+"""The files of a run directory: their names, and reading and writing them.
+
+A run directory is what ``egrl-train`` (alone or as one job of a multirun) and
+``egrl-transfer pretrain`` write::
+
+    config.yaml             the resolved config                 (write_config / read_config)
+    metrics.csv             one row per generation               (append_metrics / read_metrics_rows)
+    best_mapping.json       the best map and how it was found    (write_best_map / read_best_map)
+    speedup.png             best speedup against iterations
+    checkpoints/gen_XXXXXX/ the state to resume from             (egrl.checkpoint)
+    policies/iter_XXXXXX.safetensors  GNN policy snapshots       (egrl.transfer.write_snapshot)
+    transfer/transfer.csv   zero-shot transfer results (pretraining, egrl-transfer evaluate)
+    .hydra/overrides.yaml   the command-line overrides (Hydra)
+
+The measure cache (:mod:`egrl.measure_cache`) has no file of its own: it is saved in
+each checkpoint. :class:`RunDir` names every path and reads and writes the files in the
+formats they have always had, so existing run directories stay readable.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+    from torch import Tensor
+
+    from egrl.transfer import Snapshot
+
+#: the resolved config of a run
+CONFIG_FILE = "config.yaml"
+#: one row per generation (``egrl.agents.base.METRIC_COLUMNS`` and the agent's own)
+METRICS_FILE = "metrics.csv"
+#: the best map found, keyed by unit name, with how and when it was found
+BEST_FILE = "best_mapping.json"
+#: the best-speedup curve
+SPEEDUP_PLOT = "speedup.png"
+#: checkpoints ``gen_XXXXXX`` (:mod:`egrl.checkpoint`)
+CHECKPOINTS_DIR = "checkpoints"
+#: policy snapshots ``iter_XXXXXX.safetensors`` (:func:`egrl.transfer.write_snapshot`)
+POLICIES_DIR = "policies"
+SNAPSHOT_GLOB = "iter_*.safetensors"
+#: zero-shot transfer outputs (``transfer.csv``, ``transfer.png``, ``transfer.md``)
+TRANSFER_DIR = "transfer"
+TRANSFER_CSV = "transfer.csv"
+#: Hydra's record of the command-line overrides of a run
+OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
+#: sub-directories of a run that never hold runs themselves
+SUBDIRS = frozenset({CHECKPOINTS_DIR, POLICIES_DIR, ".hydra", "figures"})
+
+
+def append_metrics_row(path: Path, columns: tuple[str, ...], row: Mapping) -> None:
+    """Append one row to a metrics CSV, writing the header first if the file is new.
+
+    An existing file keeps its own header (a run resumed by a newer version writes the
+    columns it had, in its order; a column it lacks is left out of its rows).
+    """
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="", encoding="utf-8") as f:
+            columns = tuple(next(csv.reader(f), columns))
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """``path`` holds a run: a config, metrics or a Hydra record."""
+    path = Path(path)
+    return (
+        (path / CONFIG_FILE).exists()
+        or (path / METRICS_FILE).exists()
+        or (path / OVERRIDES_FILE).exists()
+    )
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    """``path`` is one checkpoint directory (it holds ``state.json``)."""
+    from egrl.checkpoint import SKELETON_FILE
+
+    return (Path(path) / SKELETON_FILE).is_file()
+
+
+def snapshot_name(iterations: int) -> str:
+    """The file name of the policy snapshot taken after ``iterations`` evaluations."""
+    return f"iter_{int(iterations):06d}.safetensors"
+
+
+def checkpoint_name(generation: int) -> str:
+    """The directory name of the checkpoint written after ``generation``."""
+    return f"gen_{int(generation):06d}"
+
+
+@dataclass(frozen=True)
+class StoredPolicy:
+    """A trained GNN policy as a run directory stores it.
+
+    Attributes:
+        source: the snapshot file or checkpoint directory it was read from.
+        weights: actor state dicts by kind (``"learner"``, ``"champion"``; at least one).
+        snapshot: the snapshot's metadata (sizes, feature width, choices), or None when
+            it was read from a checkpoint (whose weights alone give the sizes).
+    """
+
+    source: Path
+    weights: dict[str, dict[str, Tensor]]
+    snapshot: Snapshot | None = None
+
+
+class PolicyError(ValueError):
+    """A snapshot or checkpoint that holds no readable policy.
+
+    Attributes:
+        path: the snapshot file or checkpoint directory.
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory: the path of each of its files, and their readers and writers."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    # ------------------------------------------------------------------ names
+    @property
+    def config(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def best_map(self) -> Path:
+        return self.path / BEST_FILE
+
+    @property
+    def speedup_plot(self) -> Path:
+        return self.path / SPEEDUP_PLOT
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS_DIR
+
+    @property
+    def policies(self) -> Path:
+        return self.path / POLICIES_DIR
+
+    @property
+    def overrides(self) -> Path:
+        return self.path / OVERRIDES_FILE
+
+    @property
+    def transfer_dir(self) -> Path:
+        return self.path / TRANSFER_DIR
+
+    @property
+    def transfer_csv(self) -> Path:
+        return self.transfer_dir / TRANSFER_CSV
+
+    def checkpoint(self, generation: int) -> Path:
+        """The checkpoint directory written after ``generation``."""
+        return self.checkpoints / checkpoint_name(generation)
+
+    def snapshot(self, iterations: int) -> Path:
+        """The policy snapshot taken after ``iterations`` evaluations."""
+        return self.policies / snapshot_name(iterations)
+
+    def is_run_dir(self) -> bool:
+        """The directory holds a run (:func:`is_run_dir`)."""
+        return is_run_dir(self.path)
+
+    # ----------------------------------------------------------------- config
+    def write_config(self, cfg: Any, resolve: bool = True) -> Path:
+        """Write ``cfg`` (a DictConfig or a plain mapping) as ``config.yaml``."""
+        from omegaconf import OmegaConf
+
+        self.config.write_text(OmegaConf.to_yaml(cfg, resolve=resolve), encoding="utf-8")
+        return self.config
+
+    def read_config(self) -> dict:
+        """``config.yaml`` as a plain nested dict, as YAML reads it (interpolations kept).
+
+        Raises:
+            FileNotFoundError: there is no ``config.yaml``.
+            yaml.YAMLError: it is not YAML.
+        """
+        return yaml.safe_load(self.config.read_text(encoding="utf-8")) or {}
+
+    def config_node(self) -> DictConfig:
+        """``config.yaml`` as an OmegaConf config (to merge, or resolve interpolations)."""
+        from omegaconf import OmegaConf
+
+        return OmegaConf.load(self.config)
+
+    def resolved_config(self) -> dict:
+        """``config.yaml`` as a plain nested dict with its interpolations resolved."""
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(self.config_node(), resolve=True)
+
+    def read_overrides(self) -> list[str]:
+        """``.hydra/overrides.yaml`` as written (``key=value`` items); empty if absent."""
+        if not self.overrides.exists():
+            return []
+        return [str(item) for item in yaml.safe_load(self.overrides.read_text("utf-8")) or []]
+
+    # ---------------------------------------------------------------- metrics
+    def append_metrics(self, columns: tuple[str, ...], row: Mapping) -> None:
+        """Append one row to ``metrics.csv`` (:func:`append_metrics_row`)."""
+        append_metrics_row(self.metrics, columns, row)
+
+    def clear_metrics(self) -> None:
+        """Remove ``metrics.csv`` (rows of an attempt that is started again)."""
+        self.metrics.unlink(missing_ok=True)
+
+    def read_metrics_rows(self) -> list[dict[str, str]]:
+        """Every row of ``metrics.csv`` as strings keyed by column."""
+        with open(self.metrics, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
+    # --------------------------------------------------------------- best map
+    def write_best_map(self, best: Mapping) -> Path:
+        """Write ``best_mapping.json`` (one-space indented JSON)."""
+        self.best_map.write_text(json.dumps(best, indent=1), encoding="utf-8")
+        return self.best_map
+
+    def read_best_map(self) -> dict | None:
+        """``best_mapping.json`` as written, or None if the run has none."""
+        if not self.best_map.exists():
+            return None
+        return json.loads(self.best_map.read_text(encoding="utf-8"))
+
+    # ------------------------------------------------------------ checkpoints
+    def list_checkpoints(self) -> list[Path]:
+        """Checkpoints ``gen_XXXXXX`` (and leftover ``.old``), newest first."""
+        from egrl.checkpoint import list_checkpoints
+
+        return list_checkpoints(self.checkpoints)
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest complete ``checkpoints/gen_XXXXXX`` (its ``state.json`` written), or None.
+
+        Nothing is loaded, verified or renamed (see :meth:`load_latest_checkpoint`).
+        """
+        done = sorted(p for p in self.checkpoints.glob("gen_??????") if is_checkpoint(p))
+        return done[-1] if done else None
+
+    def load_latest_checkpoint(self) -> tuple[Path, Any] | None:
+        """``(path, state)`` of the newest intact checkpoint, or None if there is none.
+
+        Damaged checkpoints are skipped and set aside (:func:`egrl.checkpoint.load_latest`).
+        """
+        from egrl.checkpoint import load_latest
+
+        return load_latest(self.checkpoints)
+
+    # --------------------------------------------------------------- policies
+    def snapshots(self) -> list[Path]:
+        """The policy snapshot files ``policies/iter_*.safetensors``, sorted by name."""
+        return sorted(self.policies.glob(SNAPSHOT_GLOB))
+
+    def read_policy(self) -> StoredPolicy:
+        """The run's newest policy snapshot, or, without one, its newest intact checkpoint.
+
+        Raises:
+            LookupError: the run has neither.
+            PolicyError: the newest one holds no readable policy.
+            egrl.checkpoint.CheckpointError: checkpoints exist but all are damaged.
+        """
+        from egrl.transfer import read_snapshot
+
+        snapshots = self.snapshots()
+        if snapshots:
+            return _snapshot_policy(max(snapshots, key=lambda p: read_snapshot(p).iterations))
+        found = self.load_latest_checkpoint() if self.checkpoints.is_dir() else None
+        if found is None:
+            raise LookupError(
+                f"no policy snapshot ({POLICIES_DIR}/{SNAPSHOT_GLOB}) or checkpoint in {self.path}"
+            )
+        return _checkpoint_policy(found[0], found[1])
+
+
+def read_policy(path: str | Path) -> StoredPolicy:
+    """The trained policy ``path`` names: a snapshot file, a checkpoint directory, or a
+    run directory (:meth:`RunDir.read_policy`).
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        LookupError: a directory with no snapshot or checkpoint.
+        PolicyError: a snapshot or checkpoint that holds no readable policy.
+        egrl.checkpoint.CheckpointError: a damaged checkpoint.
+    """
+    path = Path(path)
+    if path.is_file():
+        return _snapshot_policy(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if is_checkpoint(path):
+        from egrl.checkpoint import load_state
+
+        return _checkpoint_policy(path, load_state(path))
+    return RunDir(path).read_policy()
+
+
+def _snapshot_policy(path: Path) -> StoredPolicy:
+    from safetensors.torch import load_file
+
+    from egrl.transfer import SnapshotError, read_snapshot
+
+    try:
+        snap = read_snapshot(path)
+    except SnapshotError as exc:
+        raise PolicyError(path, str(exc)) from exc
+    tensors = load_file(str(path))
+    weights = {
+        kind: {k[len(kind) + 1 :]: v for k, v in tensors.items() if k.startswith(kind + ".")}
+        for kind in snap.kinds
+    }
+    if not weights:
+        raise PolicyError(path, "the snapshot holds no policy")
+    return StoredPolicy(path, weights, snap)
+
+
+def _checkpoint_policy(ckpt: Path, state: Any) -> StoredPolicy:
+    from egrl.checkpoint import policy_weights
+
+    try:
+        weights = policy_weights(state)
+    except ValueError as exc:
+        raise PolicyError(ckpt, str(exc)) from exc
+    return StoredPolicy(ckpt, weights)
+
+
+__all__ = [
+    "BEST_FILE",
+    "CHECKPOINTS_DIR",
+    "CONFIG_FILE",
+    "METRICS_FILE",
+    "OVERRIDES_FILE",
+    "POLICIES_DIR",
+    "SNAPSHOT_GLOB",
+    "SPEEDUP_PLOT",
+    "SUBDIRS",
+    "TRANSFER_CSV",
+    "TRANSFER_DIR",
+    "PolicyError",
+    "RunDir",
+    "StoredPolicy",
+    "append_metrics_row",
+    "checkpoint_name",
+    "is_checkpoint",
+    "is_run_dir",
+    "read_policy",
+    "snapshot_name",
+]
