@@ -11,7 +11,7 @@ from egrl.cli.overrides import rewrite_workload_paths, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, apply_changes, resume_changes
 from egrl.cli.train import workload_label
 from egrl.config import TrainConfig, from_mapping
-from egrl.experiments.runs import flatten
+from egrl.runs import flatten
 from egrl.validation import RULES, ConfigError, config_problems
 
 

@@ -49,7 +49,7 @@ from egrl.cli.resume import (
 )
 from egrl.config import from_mapping
 from egrl.env import make_env
-from egrl.experiments.runs import flatten
+from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from egrl.transfer import SnapshotError
 from egrl.validation import ConfigError
