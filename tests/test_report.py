@@ -19,7 +19,7 @@ from egrl.replay import ReplayBuffer
 from egrl.report import (
     active_decisions,
     embed,
-    load_run,
+    load_artifacts,
     map_set,
     one_hot,
     row_fractions,
@@ -96,7 +96,7 @@ def assert_png(path: Path) -> None:
 # ---------------------------------------------------------------- loading a run
 def test_load_run_reevaluates_every_map_in_order(runs):
     run_dir, agent = runs[0]
-    run = load_run(run_dir)
+    run = load_artifacts(run_dir)
     proposed = np.concatenate(agent.proposed)
     np.testing.assert_array_equal(run.maps, proposed)
     # Each map's paid iteration: repeats were answered from the cache, not paid again.
@@ -122,7 +122,7 @@ def test_load_run_trusts_the_hardware_model_not_stored_rewards(runs, tmp_path, c
     cfg.hwmodel.params.sram_mib = 0.125  # a different chip than the run's
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg), "utf-8")
     with caplog.at_level(logging.WARNING, logger="egrl.report.runs"):
-        run = load_run(run_dir)
+        run = load_artifacts(run_dir)
     assert run.num_reward_mismatches > 0
     assert "stored rewards differ" in caplog.text
     fresh = make_env("nnpi", run.env.workload, sram_mib=0.125, llc_mib=1.0).evaluate(run.maps)
@@ -145,7 +145,7 @@ def test_missing_files_are_named(runs, tmp_path, capsys):
     shutil.copytree(runs[0][0], no_ckpt)
     shutil.rmtree(no_ckpt / "checkpoints")
     with pytest.raises(FileNotFoundError, match=r"no_ckpt.*no checkpoint.*state\.json"):
-        load_run(no_ckpt)
+        load_artifacts(no_ckpt)
     assert egrl_report([str(no_ckpt)]) == 1
     err = capsys.readouterr().err
     assert str(no_ckpt) in err and "state.json" in err
@@ -157,16 +157,16 @@ def test_missing_files_are_named(runs, tmp_path, capsys):
     shutil.copytree(runs[0][0], no_cfg)
     (no_cfg / "config.yaml").unlink()
     with pytest.raises(FileNotFoundError, match=r"no_cfg.*config\.yaml is missing"):
-        load_run(no_cfg)
+        load_artifacts(no_cfg)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_run(tmp_path / "nowhere")
+        load_artifacts(tmp_path / "nowhere")
 
 
 def test_best_mapping_json_missing_falls_back_to_the_checkpoint(runs, tmp_path):
     run_dir = tmp_path / "no_best"
     shutil.copytree(runs[0][0], run_dir)
     (run_dir / "best_mapping.json").unlink()
-    run = load_run(run_dir)
+    run = load_artifacts(run_dir)
     np.testing.assert_array_equal(run.best_mapping, runs[0][1].best.mapping)
 
 
@@ -179,7 +179,7 @@ def test_checkpoint_of_another_workload_is_an_error(runs, tmp_path):
     cfg.workload.name = str(tmp_path / "other.json")
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg), "utf-8")
     with pytest.raises(ValueError, match=r"maps have 14 units x 2 heads .* has 9 x 2"):
-        load_run(run_dir)
+        load_artifacts(run_dir)
 
 
 def test_best_mapping_json_with_unknown_unit_is_an_error(runs, tmp_path):
@@ -189,7 +189,7 @@ def test_best_mapping_json_with_unknown_unit_is_an_error(runs, tmp_path):
     best["mapping"].pop("n3")
     (run_dir / "best_mapping.json").write_text(json.dumps(best), "utf-8")
     with pytest.raises(ValueError, match=r"best_mapping\.json: no entry for unit 'n3'"):
-        load_run(run_dir)
+        load_artifacts(run_dir)
 
 
 # ------------------------------------------------------------ selecting maps
@@ -218,7 +218,7 @@ def test_map_set_deduplicates_in_order_of_first_evaluation():
 
 
 def test_subsample_keeps_the_best_and_is_seeded(runs):
-    run = load_run(runs[0][0])
+    run = load_artifacts(runs[0][0])
     ms = map_set(run.maps, run.iteration, run.speedup, run.valid)
     keep = subsample(ms, 40, np.random.default_rng(3))
     assert len(keep) == 40 and len(ms) > 40
@@ -266,7 +266,7 @@ def test_transition_counts_by_hand():
 
 
 def test_run_transitions_match_a_hand_count(runs):
-    run = load_run(runs[0][0])
+    run = load_artifacts(runs[0][0])
     counts = run_transitions(run)
     active = active_decisions(run.env)
     for h, cnt in enumerate(counts):
@@ -288,7 +288,7 @@ def test_embed_few_points_without_umap():
 
 def test_umap_panel_subsamples_and_marks_the_compiler(runs):
     pytest.importorskip("umap")
-    run = load_run(runs[0][0])
+    run = load_artifacts(runs[0][0])
     panel = umap_panel(run, max_maps=60, seed=0)
     k = len(panel.coords)
     assert k in (60, 61) and panel.coords.shape == (k, 2) and np.isfinite(panel.coords).all()

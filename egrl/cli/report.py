@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from egrl.report import ReportOptions, load_run, write_comparison, write_run_report
+from egrl.report import ReportOptions, load_artifacts, write_comparison, write_run_report
 from egrl.report.write import COMPARISON_FILE, REPORT_DIR
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             umap=not args.no_umap,
         )
-        runs = [load_run(d) for d in args.run_dirs]
+        runs = [load_artifacts(d) for d in args.run_dirs]
     except (FileNotFoundError, ValueError) as exc:
         print(f"egrl-report: {exc}", file=sys.stderr)
         return 1

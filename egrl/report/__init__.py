@@ -1,7 +1,7 @@
 """Figures of the maps a run found (the EGRL paper's Figures 5 and 6).
 
->>> from egrl.report import load_run, write_run_report, ReportOptions
->>> run = load_run("runs/resnet50/egrl/seed0-...")   # config, checkpoint, re-evaluated maps
+>>> from egrl.report import load_artifacts, write_run_report, ReportOptions
+>>> run = load_artifacts("runs/resnet50/egrl/seed0-...")   # config, checkpoint, re-evaluated maps
 >>> write_run_report(run, run.run_dir / "report", ReportOptions()).figures
 {'umap': ..., 'transitions': ..., 'maps': ...}
 
@@ -9,7 +9,7 @@
 line; ``docs/report.md`` describes the figures.
 """
 
-from egrl.report.runs import Run, load_run
+from egrl.report.runs import RunArtifacts, load_artifacts
 from egrl.report.selection import MapSet, active_decisions, map_set, one_hot, subsample
 from egrl.report.transitions import (
     plot_maps,
@@ -24,12 +24,12 @@ from egrl.report.write import ReportOptions, RunReport, write_comparison, write_
 __all__ = [
     "MapSet",
     "ReportOptions",
-    "Run",
+    "RunArtifacts",
     "RunReport",
     "UmapPanel",
     "active_decisions",
     "embed",
-    "load_run",
+    "load_artifacts",
     "map_set",
     "one_hot",
     "plot_maps",

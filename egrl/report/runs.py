@@ -1,16 +1,16 @@
 """Load a run directory: its config, every evaluated map (re-evaluated), and its best map.
 
-A run directory (written by every agent, see :mod:`egrl.agents.base`) holds
-``config.yaml`` (the resolved config), ``checkpoints/gen_XXXXXX/`` (whose ``buffer`` is
-the replay buffer with every map the run evaluated) and ``best_mapping.json``.
-:func:`load_run` rebuilds the environment from the config and evaluates every map again,
-so the report's speedups and validity come from the hardware model, not from stored
-rewards alone (a stored reward that disagrees is logged).
+A run directory (written by every agent, see :mod:`egrl.agents.base`; its files are named
+by :mod:`egrl.rundir`) holds ``config.yaml`` (the resolved config),
+``checkpoints/gen_XXXXXX/`` (whose ``buffer`` is the replay buffer with every map the run
+evaluated) and ``best_mapping.json``. :func:`load_artifacts` rebuilds the environment
+from the config and evaluates every map again, so the report's speedups and validity
+come from the hardware model, not from stored rewards alone (a stored reward that
+disagrees is logged).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,20 +20,18 @@ import numpy as np
 from egrl.checkpoint import load_state
 from egrl.env import Env, make_env
 from egrl.replay import ReplayBuffer
+from egrl.rundir import BEST_FILE, CHECKPOINTS_DIR, RunDir
 
 log = logging.getLogger(__name__)
-
-CONFIG_FILE = "config.yaml"
-BEST_FILE = "best_mapping.json"
-CHECKPOINTS = "checkpoints"
 
 #: maps evaluated per call when re-evaluating a run (bounds the memory of rectified maps)
 EVAL_CHUNK = 4096
 
 
 @dataclass
-class Run:
-    """One run directory, loaded and re-evaluated.
+class RunArtifacts:
+    """What a run directory holds for a report: its config, every map its last checkpoint
+    buffered (re-evaluated) and its best map.
 
     Attributes:
         run_dir: the directory.
@@ -119,10 +117,9 @@ def _require(path: Path, run_dir: Path, what: str) -> Path:
 
 def read_config(run_dir: Path) -> dict:
     """The resolved config of ``run_dir`` as a plain dict; checks the keys a report needs."""
-    from omegaconf import OmegaConf
-
-    path = _require(run_dir / CONFIG_FILE, run_dir, "the resolved config")
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    files = RunDir(run_dir)
+    path = _require(files.config, run_dir, "the resolved config")
+    cfg = files.resolved_config()
     for key in ("hwmodel", "workload"):
         if not isinstance(cfg.get(key), dict) or not cfg[key].get("name"):
             raise ValueError(f"{path}: the config has no {key}.name")
@@ -131,13 +128,13 @@ def read_config(run_dir: Path) -> dict:
 
 def last_checkpoint(run_dir: Path) -> Path:
     """The newest complete ``checkpoints/gen_XXXXXX`` of ``run_dir``."""
-    ckpt_dir = run_dir / CHECKPOINTS
-    done = sorted(p for p in ckpt_dir.glob("gen_??????") if (p / "state.json").exists())
-    if not done:
+    found = RunDir(run_dir).latest_checkpoint()
+    if found is None:
+        ckpt_dir = run_dir / CHECKPOINTS_DIR
         raise FileNotFoundError(
             f"run directory {run_dir}: no checkpoint ({ckpt_dir}/gen_XXXXXX/state.json is missing)"
         )
-    return done[-1]
+    return found
 
 
 def env_from_config(cfg: dict) -> Env:
@@ -222,10 +219,11 @@ def evaluate_all(env: Env, maps: np.ndarray, chunk: int = EVAL_CHUNK):
 
 def read_best(run_dir: Path, env: Env) -> tuple[np.ndarray | None, dict]:
     """``best_mapping.json`` as (map ``[N, H]`` or None, the other fields)."""
-    path = run_dir / BEST_FILE
-    if not path.exists():
+    files = RunDir(run_dir)
+    info = files.read_best_map()
+    if info is None:
         return None, {}
-    info = json.loads(path.read_text(encoding="utf-8"))
+    path = files.best_map
     mapping = info.pop("mapping", None)
     if mapping is None:
         return None, info
@@ -239,7 +237,7 @@ def best_of_buffer(maps: np.ndarray, speedup: np.ndarray, valid: np.ndarray) -> 
     return maps[int(np.argmax(np.where(valid, speedup, -np.inf)))].copy()
 
 
-def load_run(run_dir: str | Path) -> Run:
+def load_artifacts(run_dir: str | Path) -> RunArtifacts:
     """Load and re-evaluate a run directory (see the module docstring).
 
     Raises:
@@ -275,12 +273,12 @@ def load_run(run_dir: str | Path) -> Run:
         )
     best, info = read_best(run_dir, env)
     if best is None:
-        if not (run_dir / BEST_FILE).exists():
+        if not RunDir(run_dir).best_map.exists():
             log.warning(
                 "%s: %s is missing; using the best map in the checkpoint", run_dir, BEST_FILE
             )
         best = best_of_buffer(maps, speedup, valid)
-    return Run(
+    return RunArtifacts(
         run_dir=run_dir,
         config=cfg,
         env=env,

@@ -18,7 +18,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from egrl.report.runs import Run
+from egrl.report.runs import RunArtifacts
 from egrl.report.selection import active_decisions
 
 
@@ -55,7 +55,7 @@ def row_fractions(counts: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, counts / totals, np.nan)
 
 
-def run_transitions(run: Run) -> list[np.ndarray]:
+def run_transitions(run: RunArtifacts) -> list[np.ndarray]:
     """:func:`transition_counts` from the compiler's map to the run's best map."""
     if run.best_mapping is None:
         raise ValueError(f"run directory {run.run_dir}: the run found no valid map")
@@ -64,13 +64,13 @@ def run_transitions(run: Run) -> list[np.ndarray]:
     )
 
 
-def _suptitle(fig: Figure, run: Run) -> None:
+def _suptitle(fig: Figure, run: RunArtifacts) -> None:
     fig.suptitle(
         f"{run.label}: compiler's map vs the best map ({run.best_speedup:.3f}x)", fontsize=11
     )
 
 
-def plot_transitions(run: Run, path: str | Path) -> Path:
+def plot_transitions(run: RunArtifacts, path: str | Path) -> Path:
     """Write the per-head transition matrices (Figure 6, top) as a PNG."""
     counts = run_transitions(run)
     heads = run.env.heads
@@ -123,7 +123,7 @@ def _level_colours(n: int) -> ListedColormap:
     return ListedColormap(colormaps["viridis"](np.linspace(0.05, 0.95, max(n, 1))))
 
 
-def plot_maps(run: Run, path: str | Path) -> Path:
+def plot_maps(run: RunArtifacts, path: str | Path) -> Path:
     """Write the compiler's and the best map decision by decision (Figure 6, bottom) as a PNG.
 
     One panel per head: x = unit in execution order, row 0 the compiler's map, row 1

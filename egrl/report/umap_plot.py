@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from egrl.report.runs import Run
+from egrl.report.runs import RunArtifacts
 from egrl.report.selection import map_set, one_hot, subsample
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def embed(features: np.ndarray, seed: int = 0, n_neighbors: int = 15, min_dist: 
 
 
 def umap_panel(
-    run: Run,
+    run: RunArtifacts,
     max_maps: int = 3000,
     competitive_tol: float = 0.05,
     best_within: float = 0.02,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from egrl.report.runs import Run
+from egrl.report.runs import RunArtifacts
 from egrl.report.transitions import plot_maps, plot_transitions
 from egrl.report.umap_plot import UmapPanel, plot_umap, umap_panel
 
@@ -52,13 +52,13 @@ class ReportOptions:
 class RunReport:
     """What :func:`write_run_report` wrote (``figures``) and left out (``skipped``: why)."""
 
-    run: Run
+    run: RunArtifacts
     figures: dict[str, Path] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     panel: UmapPanel | None = None
 
 
-def write_run_report(run: Run, out_dir: str | Path, options: ReportOptions) -> RunReport:
+def write_run_report(run: RunArtifacts, out_dir: str | Path, options: ReportOptions) -> RunReport:
     """Write the figures of ``run`` into ``out_dir`` (created)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
