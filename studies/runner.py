@@ -45,7 +45,7 @@ RECORD_FILE = "study.yaml"
 DEFAULTS = {
     "page": "docs/results.md",
     "figures": "docs/figures",
-    "launcher": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "launcher": ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"],
     "overrides": ["threads=1", "progress=false"],
 }
 

@@ -248,13 +248,14 @@ def test_runtime_group_composes(name):
 @pytest.mark.parametrize(
     "preset, plugin, target",
     [
-        ("sweep-ray", "hydra_plugins.hydra_ray_launcher", "RayLauncher"),
-        ("sweep-slurm", "hydra_plugins.hydra_submitit_launcher", "SlurmLauncher"),
+        ("ray-cluster", "hydra_plugins.hydra_ray_launcher", "RayLauncher"),
+        ("slurm", "hydra_plugins.hydra_submitit_launcher", "SlurmLauncher"),
+        ("parallel", "hydra_plugins.hydra_joblib_launcher", "JoblibLauncher"),
     ],
 )
-def test_sweep_presets_compose(preset, plugin, target):
+def test_launcher_presets_compose(preset, plugin, target):
     pytest.importorskip(plugin, reason=f"{plugin} is not installed (an optional extra)")
     with initialize_config_module(config_module="configs", version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={preset}"], return_hydra_config=True)
+        cfg = compose("train", overrides=[f"hydra/launcher={preset}"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.endswith(target)
-    assert cfg.threads == 1 and cfg.progress is False
+    assert cfg.threads == 1
