@@ -21,7 +21,7 @@ from pathlib import Path
 from egrl.aggregate.curves import write_curves
 from egrl.aggregate.figures import agent_colors, plot_workload
 from egrl.aggregate.optimum import OptimumInfo, optimum_speedups
-from egrl.experiments.runs import Problem, Run, collect_runs
+from egrl.runs import Problem, Run, collect_runs
 from egrl.aggregate.summary import (
     BASE_KEYS,
     PAPER_WORKLOADS,

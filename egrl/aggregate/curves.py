@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from egrl.experiments.runs import Run
+from egrl.runs import Run
 
 CURVE_COLUMNS = ("agent", "workload", "seed", "iterations", "best_speedup", "wall_s")
 

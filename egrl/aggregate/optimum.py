@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from egrl.experiments.runs import Run
+from egrl.runs import Run
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.experiments.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value
+from egrl.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value
 
 BASE_KEYS = ("workload", "agent")
 #: the EGRL paper's workloads and agents in its order; others follow alphabetically

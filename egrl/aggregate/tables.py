@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from egrl.aggregate.optimum import OptimumInfo
-from egrl.experiments.runs import Problem
+from egrl.runs import Problem
 from egrl.aggregate.summary import BASE_KEYS, GroupStats, group_order
 
 FINAL_COLUMNS = (
