@@ -29,6 +29,7 @@ _BUILTIN_MODULES = (
     "egrl.agents.optimum_agent",
     "egrl.agents.game_search",
     "egrl.agents.muzero",
+    "egrl.agents.zero_shot",
 )
 
 
