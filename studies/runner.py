@@ -13,7 +13,9 @@ skips the runs that have finished, launches the rest as Hydra multiruns (one per
 runs that differ only in their seed) through the launcher the plan names (joblib on one
 machine; the Ray or Slurm launcher on a cluster), then reads the run directories back.
 Stages run in order: a later stage may read what an earlier one produced (a pretrained
-policy, say), since :func:`plan` is a generator resumed after each stage has run.
+policy, say), since :func:`plan` is a generator resumed after each stage has run. A step
+that no ``egrl-train`` run can do (the multi-workload pretraining of ``egrl-transfer
+pretrain``) is a :class:`CommandSpec` of its stage: one command, skipped once done.
 """
 
 from __future__ import annotations
@@ -57,21 +59,22 @@ def study_names() -> list[str]:
 
 
 def load_plan(name: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """The plan ``configs/study/NAME.yaml`` with ``overrides`` (``key=value``) applied.
+    """The plan ``configs/study/NAME.yaml`` (or the YAML file ``NAME``, ending in
+    ``.yaml``) with ``overrides`` (``key=value``) applied.
 
     Every plan starts from :data:`DEFAULTS`; one may start from another plan instead with
     ``extends: OTHER`` (a smoke preset, say): the other's keys first, then its own.
     ``study`` names the module that runs it (default: the plan's own name). Lists are
     replaced, not appended to, by an override.
     """
-    path = PLAN_DIR / f"{name}.yaml"
+    path = Path(name) if name.endswith(".yaml") else PLAN_DIR / f"{name}.yaml"
     if not path.exists():
         raise SystemExit(f"studies: no study {name!r} (known: {', '.join(study_names())})")
     cfg = OmegaConf.load(path)
     base = cfg.pop("extends", None)
     cfg = OmegaConf.merge(load_plan(str(base)) if base else DEFAULTS, cfg)
     if base is None:
-        cfg.setdefault("study", name)
+        cfg.setdefault("study", path.stem)
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise SystemExit(f"studies: {bad[0]!r} is not KEY=VALUE")
@@ -79,8 +82,11 @@ def load_plan(name: str, overrides: Sequence[str] = ()) -> DictConfig:
 
 
 def study_module(cfg: DictConfig) -> ModuleType:
-    """The module of ``studies`` that runs the plan (``mcm-study`` -> ``studies.mcm_study``)."""
-    return importlib.import_module(f"studies.{str(cfg.study).replace('-', '_')}")
+    """The module that runs the plan: ``mcm-study`` -> ``studies.mcm_study``; a dotted
+    name (``mylab.my_study``) is imported as it is, so a study can live outside this
+    package."""
+    name = str(cfg.study)
+    return importlib.import_module(name if "." in name else f"studies.{name.replace('-', '_')}")
 
 
 # ------------------------------------------------------------------ runs
@@ -107,6 +113,22 @@ class RunSpec:
         return f"{self.group}/seed{self.seed}"
 
 
+@dataclass(frozen=True)
+class CommandSpec:
+    """A step of a stage that is not an ``egrl-train`` run: one command, run once.
+
+    Attributes:
+        path: its directory under the study's output (named in the log).
+        argv: the command line.
+        done: the file (under the study's output) that exists once the step has finished;
+            the step is skipped then.
+    """
+
+    path: str
+    argv: tuple[str, ...]
+    done: str
+
+
 def stopped(run: Run) -> bool:
     """The run ended before its budget by itself: it ran out of new maps to measure, or
     its wall-clock limit (``time_limit_s``) was reached."""
@@ -124,13 +146,13 @@ def finished(path: str | Path) -> bool:
     return run.complete or stopped(run)
 
 
-def read_runs(root: str | Path) -> RunSet:
-    """Every run under ``root`` (an empty set when it does not exist); runs that stopped
+def read_runs(*roots: str | Path) -> RunSet:
+    """Every run under ``roots`` (those that do not exist are skipped); runs that stopped
     by themselves count as finished."""
-    root = Path(root)
-    if not root.is_dir():
+    roots = [Path(r) for r in roots if Path(r).is_dir()]
+    if not roots:
         return RunSet([], [])
-    found = collect_runs([root])
+    found = collect_runs(roots)
     ended = [r for r in found.incomplete if stopped(r)]
     left = {r.path for r in ended}
     problems = [p for p in found.problems if Path(p.path) not in left]
@@ -166,20 +188,34 @@ def train_command(
     ]
 
 
-def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec]) -> int:
-    """Run the unfinished ``specs``; returns how many groups had a run that failed.
+def run_command(out: Path, spec: CommandSpec) -> int:
+    """Run ``spec`` unless it is done; returns 1 if it failed, else 0."""
+    if (out / spec.done).exists():
+        return 0
+    log.info("running %s", " ".join(shlex.quote(c) for c in spec.argv))
+    status = subprocess.run(list(spec.argv), check=False).returncode
+    if status != 0:
+        log.warning("%s: the command exited with status %d", spec.path, status)
+        return 1
+    return 0
 
-    A run whose ``after`` has not finished is skipped with a warning.
+
+def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -> int:
+    """Run the unfinished ``specs``; returns how many groups (or commands) failed.
+
+    Commands run first, in order; a run whose ``after`` has not finished is skipped with
+    a warning.
     """
+    specs = list(specs)
+    failures = sum(run_command(out, s) for s in specs if isinstance(s, CommandSpec))
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for spec in specs:
-        if finished(out / spec.path):
+        if isinstance(spec, CommandSpec) or finished(out / spec.path):
             continue
         if spec.after is not None and not finished(out / spec.after):
             log.warning("%s skipped: %s, which it needs, has not finished", spec.path, spec.after)
             continue
         groups.setdefault((spec.group, spec.overrides), []).append(spec.seed)
-    failures = 0
     for (group, overrides), seeds in groups.items():
         cmd = train_command(cfg, out, group, seeds, overrides)
         log.info("launching %s", " ".join(shlex.quote(c) for c in cmd))
@@ -243,7 +279,7 @@ def run_stages(cfg: DictConfig, out: Path) -> int:
     """Launch every stage of the plan in order; returns the groups with failed runs."""
     module = study_module(cfg)
     failures = 0
-    stages: Iterator[list[RunSpec]] = module.plan(cfg, out)
+    stages: Iterator[list[RunSpec | CommandSpec]] = module.plan(cfg, out)
     for i, stage in enumerate(stages):
         log.info("stage %d: %d runs", i + 1, len(stage))
         failures += launch(cfg, out, stage)

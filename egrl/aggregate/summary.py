@@ -87,7 +87,7 @@ def summarize(runs: Sequence[Run], keys: Sequence[str] | None = None) -> list[Gr
     """One :class:`GroupStats` per distinct group of finished runs, in sorted order.
 
     Args:
-        runs: finished runs (see :func:`egrl.experiments.runs.collect_runs`).
+        runs: finished runs (see :func:`egrl.runs.collect_runs`).
         keys: grouping keys; default ``("workload", "agent") + swept_keys(runs)``.
     """
     keys = tuple(keys) if keys is not None else BASE_KEYS + tuple(swept_keys(runs))

@@ -1,0 +1,85 @@
+"""The study runner: plans, stages, skipping finished runs, the report's section."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from studies import render, runner
+
+
+def plan_file(tmp_path: Path) -> Path:
+    path = tmp_path / "fixture.yaml"
+    path.write_text(
+        "study: tests.study_fixture\n"
+        "workload: resnet18\n"
+        "budget: 6\n"
+        "seeds: 2\n"
+        "agents: [random]\n"
+        f"out: {tmp_path / 'out'}\n"
+        f"page: {tmp_path / 'page.md'}\n"
+        f"figures: {tmp_path / 'figures'}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_plan_defaults_extends_and_overrides(tmp_path):
+    base = plan_file(tmp_path)
+    smoke = tmp_path / "smoke.yaml"
+    smoke.write_text(f"extends: {base}\nbudget: 3\n", encoding="utf-8")
+    cfg = runner.load_plan(str(smoke), ["seeds=1", "launcher=[hydra/launcher=ray-cluster]"])
+    assert cfg.study == "tests.study_fixture" and cfg.budget == 3 and cfg.seeds == 1
+    assert list(cfg.launcher) == ["hydra/launcher=ray-cluster"]
+    assert list(cfg.overrides) == list(runner.DEFAULTS["overrides"])
+    with pytest.raises(SystemExit, match="not KEY=VALUE"):
+        runner.load_plan(str(base), ["seeds"])
+    with pytest.raises(SystemExit, match="no study"):
+        runner.load_plan("no-such-study")
+
+
+def test_every_shipped_plan_loads_and_names_its_module():
+    for name in runner.study_names():
+        cfg = runner.load_plan(name)
+        module = runner.study_module(cfg)
+        assert callable(module.plan) and callable(module.analyse) and callable(module.render)
+
+
+def test_run_skips_finished_runs_and_writes_the_section(tmp_path, monkeypatch):
+    plan = plan_file(tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("# Results\n\nkept text\n", encoding="utf-8")
+    assert runner.run(str(plan), ["seeds=2"]) == 0
+    out = tmp_path / "out"
+    for path in ("random/seed0", "random/seed1", "random-again/seed0"):
+        assert runner.finished(out / path), path
+    text = page.read_text()
+    assert text.startswith("# Results\n\nkept text\n")
+    section = render.read_section("fixture", page)
+    assert "| random | 2 |" in section and "| random-again | 1 |" in section
+    assert "python -m studies run " + str(plan) + " seeds=2" in section
+
+    launched = []
+
+    def fake_run(cmd, check):
+        launched.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    assert runner.run(str(plan), ["seeds=2"]) == 0
+    assert launched == []  # every run had finished
+
+    cfg = runner.load_plan(str(plan), ["seeds=4", "agents=[random,sa]"])
+    runner.run_stages(cfg, out)
+    # one multirun per group, over its unfinished seeds only
+    assert [next(a for a in c if a.startswith("agent=")) for c in launched] == [
+        "agent=random",
+        "agent=sa",
+    ]
+    assert [next(a for a in c if a.startswith("seed=")) for c in launched] == [
+        "seed=2,3",
+        "seed=0,1,2,3",
+    ]
+    assert all("hydra/launcher=parallel" in c and "continue_runs=true" in c for c in launched)
