@@ -61,7 +61,9 @@ def one_run(workload: str, seed: int, budget: int, overrides: dict) -> dict:
 
 def from_run(run) -> dict:
     """The record of :func:`one_run` for a finished ``egrl-train`` run directory."""
-    best = json.loads((run.path / "best_mapping.json").read_text(encoding="utf-8"))
+    from egrl.rundir import RunDir
+
+    best = RunDir(run.path).read_best_map()
     return {
         "workload": run.workload,
         "seed": run.seed,
@@ -81,7 +83,7 @@ def from_run(run) -> dict:
 
 def collect(roots: list[str]) -> list[dict]:
     """Records of every finished EGRL run under ``roots``."""
-    from egrl.experiments.runs import collect_runs
+    from egrl.runs import collect_runs
 
     found = collect_runs(roots)
     for problem in found.problems:

@@ -34,7 +34,6 @@ average before and after, and the after/before ratios of each interleaved pair.
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -138,8 +137,9 @@ def train_run(code: Path, workload: str, budget: int, seed: int, extra: list[str
         *extra,
     ]
     _, wall, cpu = run_python(code, args, tmp)
-    with open(run_dir / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    from egrl.rundir import RunDir
+
+    rows = RunDir(run_dir).read_metrics_rows()
     last = rows[-1]
     return {
         "workload": workload,

@@ -40,19 +40,12 @@ from typing import Any
 from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import REWARDS, Env
+from egrl.rundir import CONFIG_FILE, RunDir
 from egrl.runtime import LocalRuntime
 from egrl.runtime.dispatch import Dispatcher
 from egrl.sac import SACDiscrete
 from egrl.trainer import Trainer
-from egrl.transfer import (
-    OUTPUT_DIR,
-    RUN_CONFIG,
-    SNAPSHOT_DIR,
-    RunInfo,
-    evaluate_snapshots,
-    list_snapshots,
-    write_outputs,
-)
+from egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -324,23 +317,21 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> 
     in ``out_dir`` (``cfg`` should be the run's own, :func:`read_config`) and gives the same
     snapshots as an uninterrupted run. Returns the paths of the transfer outputs.
     """
-    from omegaconf import OmegaConf
-
     out_dir = Path(out_dir)
+    files = RunDir(out_dir)
     if not resume:
-        if (out_dir / SNAPSHOT_DIR).exists() and any((out_dir / SNAPSHOT_DIR).iterdir()):
+        if files.policies.exists() and any(files.policies.iterdir()):
             raise FileExistsError(
-                f"{out_dir / SNAPSHOT_DIR} already holds snapshots: choose a new --out "
-                "or --resume it"
+                f"{files.policies} already holds snapshots: choose a new --out or --resume it"
             )
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / RUN_CONFIG).write_text(OmegaConf.to_yaml(cfg.to_dict()), encoding="utf-8")
+        files.write_config(cfg.to_dict(), resolve=False)
     info = cfg.run_info
     envs = {name: info.make_env(name) for name in [*cfg.train, *cfg.holdout]}
     trainer = MultiWorkloadPretrainer({n: envs[n] for n in cfg.train}, cfg, out_dir)
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: pretraining from the start", out_dir)
-        (out_dir / "metrics.csv").unlink(missing_ok=True)  # rows of the killed attempt
+        files.clear_metrics()  # rows of the killed attempt
     trainer.run()
     log.info("pretrained on %s for %d evaluations", cfg.train, trainer.iterations)
     roles = {n: "train" if n in cfg.train else "holdout" for n in envs}
@@ -348,14 +339,12 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> 
         list_snapshots(out_dir), envs, roles, which="learner", samples=cfg.samples, seed=cfg.seed
     )
     title = f"learner pretrained on {'+'.join(cfg.train)}"
-    return write_outputs(rows, out_dir / OUTPUT_DIR, title)
+    return write_outputs(rows, files.transfer_dir, title)
 
 
 def read_config(out_dir: str | Path) -> PretrainConfig:
     """The configuration a pretraining run wrote to ``out_dir/config.yaml``."""
-    from omegaconf import OmegaConf
-
-    path = Path(out_dir) / RUN_CONFIG
-    if not path.is_file():
-        raise FileNotFoundError(f"cannot resume {out_dir}: {RUN_CONFIG} is missing")
-    return PretrainConfig.from_mapping(OmegaConf.load(path))
+    files = RunDir(out_dir)
+    if not files.config.is_file():
+        raise FileNotFoundError(f"cannot resume {out_dir}: {CONFIG_FILE} is missing")
+    return PretrainConfig.from_mapping(files.config_node())

@@ -286,11 +286,9 @@ class RunDir:
             PolicyError: the newest one holds no readable policy.
             egrl.checkpoint.CheckpointError: checkpoints exist but all are damaged.
         """
-        from egrl.transfer import read_snapshot
-
         snapshots = self.snapshots()
         if snapshots:
-            return _snapshot_policy(max(snapshots, key=lambda p: read_snapshot(p).iterations))
+            return _snapshot_policy(max(snapshots, key=_snapshot_iterations))
         found = self.load_latest_checkpoint() if self.checkpoints.is_dir() else None
         if found is None:
             raise LookupError(
@@ -319,6 +317,15 @@ def read_policy(path: str | Path) -> StoredPolicy:
 
         return _checkpoint_policy(path, load_state(path))
     return RunDir(path).read_policy()
+
+
+def _snapshot_iterations(path: Path) -> int:
+    from egrl.transfer import SnapshotError, read_snapshot
+
+    try:
+        return read_snapshot(path).iterations
+    except SnapshotError as exc:
+        raise PolicyError(path, str(exc)) from exc
 
 
 def _snapshot_policy(path: Path) -> StoredPolicy:

@@ -35,13 +35,14 @@ import numpy as np
 import torch
 
 from egrl.env import Env
+from egrl.rundir import CONFIG_FILE, POLICIES_DIR, SNAPSHOT_GLOB, TRANSFER_CSV, TRANSFER_DIR, RunDir
 from policies import GraphUNetActor
 from policies.categorical import sample_maps
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_DIR = "policies"
-SNAPSHOT_GLOB = "iter_*.safetensors"
+#: a run's snapshot folder (:data:`egrl.rundir.POLICIES_DIR`; ``SNAPSHOT_GLOB`` its files)
+SNAPSHOT_DIR = POLICIES_DIR
 POLICY_KINDS = ("learner", "champion")
 WHICH = ("learner", "champion", "both")
 ROLES = ("train", "holdout")
@@ -125,8 +126,8 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def list_snapshots(run_dir: str | Path) -> list[Snapshot]:
     """Every snapshot under ``run_dir/policies``, by training iterations."""
-    folder = Path(run_dir) / SNAPSHOT_DIR
-    paths = sorted(folder.glob(SNAPSHOT_GLOB))
+    files = RunDir(run_dir)
+    folder, paths = files.policies, files.snapshots()
     if not paths:
         raise SnapshotError(
             f"no policy snapshots ({SNAPSHOT_GLOB}) in {folder}: train a GNN agent (egrl, pg) "
@@ -450,15 +451,16 @@ def write_outputs(rows: Sequence[dict], out_dir: str | Path, title: str = "") ->
     md = out_dir / "transfer.md"
     md.write_text(heading + note + transfer_table(rows) + "\n", encoding="utf-8")
     return {
-        "csv": write_csv(rows, out_dir / "transfer.csv"),
+        "csv": write_csv(rows, out_dir / TRANSFER_CSV),
         "png": plot_transfer(rows, out_dir / "transfer.png", title),
         "md": md,
     }
 
 
 # ------------------------------------------------------------- run directories
-RUN_CONFIG = "config.yaml"
-OUTPUT_DIR = "transfer"
+#: a run's config and the folder of its transfer outputs (as :mod:`egrl.rundir` names them)
+RUN_CONFIG = CONFIG_FILE
+OUTPUT_DIR = TRANSFER_DIR
 
 
 @dataclass(frozen=True)
@@ -495,12 +497,11 @@ class RunInfo:
 
 def read_run_info(run_dir: str | Path) -> RunInfo:
     """Parse ``run_dir/config.yaml`` (an ``egrl-train`` run or a pretraining directory)."""
-    from omegaconf import OmegaConf
-
-    path = Path(run_dir) / RUN_CONFIG
+    files = RunDir(run_dir)
+    path = files.config
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: is {run_dir} a run directory?")
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    cfg = files.resolved_config()
     try:
         train = cfg.get("train") or [cfg["workload"]["name"]]
         hw = cfg["hwmodel"]
@@ -535,4 +536,4 @@ def evaluate_run(
     roles = {name: "train" if name in info.train else "holdout" for name in names}
     rows = evaluate_snapshots(snapshots, envs, roles, which=which, samples=samples, seed=seed)
     title = f"policies trained on {'+'.join(info.train)}"
-    return write_outputs(rows, out_dir or Path(run_dir) / OUTPUT_DIR, title)
+    return write_outputs(rows, out_dir or RunDir(run_dir).transfer_dir, title)

@@ -19,8 +19,6 @@ keep working while maps are in flight, with the same bookkeeping.
 
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from egrl.checkpoint import load_latest, prune_checkpoints, save_state
+from egrl.checkpoint import prune_checkpoints, save_state
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
+from egrl.rundir import RunDir, append_metrics_row  # noqa: F401 (re-exported)
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
 
@@ -322,7 +321,7 @@ class SearchAgent:
 
     # ---------------------------------------------------------------- outputs
     def _append_metrics(self, row: dict) -> None:
-        append_metrics_row(self.run_dir / "metrics.csv", self.columns, row)
+        RunDir(self.run_dir).append_metrics(self.columns, row)
 
     def write_outputs(self) -> None:
         """The best map as JSON keyed by unit name, and the speedup-vs-iterations plot."""
@@ -344,12 +343,11 @@ class SearchAgent:
             if self.best.mapping is None
             else self.env.mapping_to_dict(self.best.mapping),
         }
-        (self.run_dir / "best_mapping.json").write_text(
-            json.dumps(best, indent=1), encoding="utf-8"
-        )
+        files = RunDir(self.run_dir)
+        files.write_best_map(best)
         plot_speedup_curve(
             self.rows,
-            self.run_dir / "speedup.png",
+            files.speedup_plot,
             title=f"{self.name} on {self.env.workload.name}",
         )
 
@@ -396,9 +394,9 @@ class SearchAgent:
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""
-        ckpt_dir = self.run_dir / "checkpoints"
-        path = save_state(self.state_dict(), ckpt_dir / f"gen_{self.generation:06d}")
-        prune_checkpoints(ckpt_dir, self.cfg.keep_checkpoints, path)
+        files = RunDir(self.run_dir)
+        path = save_state(self.state_dict(), files.checkpoint(self.generation))
+        prune_checkpoints(files.checkpoints, self.cfg.keep_checkpoints, path)
         return path
 
     def resume(self) -> bool:
@@ -409,14 +407,13 @@ class SearchAgent:
         Raises:
             egrl.checkpoint.CheckpointError: checkpoints exist but all are damaged.
         """
-        found = load_latest(self.run_dir / "checkpoints")
+        files = RunDir(self.run_dir)
+        found = files.load_latest_checkpoint()
         if found is None:
             return False
         ckpt, state = found
         self.load_state_dict(state)
-        path = self.run_dir / "metrics.csv"
-        if path.exists():
-            path.unlink()
+        files.clear_metrics()
         for row in self.rows:
             self._append_metrics(row)
         log.info(
@@ -427,23 +424,6 @@ class SearchAgent:
             self.iterations,
         )
         return True
-
-
-def append_metrics_row(path: Path, columns: tuple[str, ...], row: dict) -> None:
-    """Append one row to a metrics CSV, writing the header first if the file is new.
-
-    An existing file keeps its own header (a run resumed by a newer version writes the
-    columns it had, in its order; a column it lacks is left out of its rows).
-    """
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with open(path, newline="", encoding="utf-8") as f:
-            columns = tuple(next(csv.reader(f), columns))
-    with open(path, "a", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 def replay_buffer(env: Env, capacity: int) -> ReplayBuffer:

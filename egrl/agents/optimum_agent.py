@@ -14,7 +14,6 @@ reproducible only when the solver proves optimality.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from egrl.agents.base import SearchAgent
 from egrl.agents.options import check_positive, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.rundir import RunDir
 from hwmodels.base import Target
 
 SOLVER_COLUMNS = (
@@ -91,15 +91,15 @@ class OptimumAgent(SearchAgent):
     def write_outputs(self) -> None:
         """The base outputs, with the solver's record under ``solver`` in best_mapping.json."""
         super().write_outputs()
-        path = self.run_dir / "best_mapping.json"
-        best = json.loads(path.read_text(encoding="utf-8"))
+        files = RunDir(self.run_dir)
+        best = files.read_best_map()
         best["solver"] = {
             k.removeprefix("solver_"): (
                 None if isinstance(v, float) and not math.isfinite(v) else v
             )
             for k, v in (self.solver or {}).items()
         }
-        path.write_text(json.dumps(best, indent=1), encoding="utf-8")
+        files.write_best_map(best)
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:

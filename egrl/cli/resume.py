@@ -18,10 +18,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from egrl.checkpoint import CheckpointError, list_checkpoints, load_plain
+from egrl.checkpoint import CheckpointError, load_plain
+from egrl.rundir import CONFIG_FILE, RunDir
 from egrl.validation import show
 
-RESOLVED_CONFIG = "config.yaml"
 #: keys a resumed run may take from the command line
 RESUMABLE_KEYS = (
     "budget",
@@ -53,12 +53,12 @@ def saved_config(run_dir: Path) -> DictConfig:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ResumeError(f"resume={run_dir} is invalid: no such directory")
-    path = run_dir / RESOLVED_CONFIG
-    if not path.is_file():
+    files = RunDir(run_dir)
+    if not files.config.is_file():
         raise ResumeError(
-            f"resume={run_dir} is invalid: not a run directory ({RESOLVED_CONFIG} is missing)"
+            f"resume={run_dir} is invalid: not a run directory ({CONFIG_FILE} is missing)"
         )
-    return with_learner_defaults_of_its_time(OmegaConf.load(path))
+    return with_learner_defaults_of_its_time(files.config_node())
 
 
 #: learner keys added after runs were first saved, with the value that reproduces those
@@ -91,7 +91,7 @@ def checkpoint_iterations(run_dir: Path) -> int | None:
 
     Reads only the verified JSON half of each checkpoint (:func:`egrl.checkpoint.load_plain`).
     """
-    for path in list_checkpoints(Path(run_dir) / "checkpoints"):
+    for path in RunDir(run_dir).list_checkpoints():
         try:
             return int(load_plain(path)["iterations"])
         except (CheckpointError, OSError, KeyError, TypeError, ValueError):

@@ -40,15 +40,10 @@ from egrl.agents import SearchAgent, make_agent
 from egrl.checkpoint import CheckpointError
 from egrl.cli.checks import PROG, USAGE_ERROR
 from egrl.cli.overrides import rewrite_workload_paths, typed_keys
-from egrl.cli.resume import (
-    RESOLVED_CONFIG,
-    ResumeError,
-    apply_changes,
-    resume_changes,
-    saved_config,
-)
+from egrl.cli.resume import ResumeError, apply_changes, resume_changes, saved_config
 from egrl.config import from_mapping
 from egrl.env import make_env
+from egrl.rundir import RunDir
 from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from egrl.transfer import SnapshotError
@@ -104,10 +99,10 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
 
     Raises :class:`ResumeError` naming the differing keys if the run there has another config.
     """
-    saved = run_dir / RESOLVED_CONFIG
-    if not cfg.get("continue_runs") or not saved.exists():
+    files = RunDir(run_dir)
+    if not cfg.get("continue_runs") or not files.config.exists():
         return False
-    diff = config_differences(OmegaConf.load(saved), cfg)
+    diff = config_differences(files.config_node(), cfg)
     if diff:
         raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "
@@ -126,7 +121,7 @@ def resumed_config(cfg: DictConfig, run_dir: Path, typed: Sequence[str]) -> Dict
     saved = saved_config(run_dir)
     changes = resume_changes(saved, cfg, typed)
     if not changes:
-        log.info("resuming with the run's own config %s", run_dir / RESOLVED_CONFIG)
+        log.info("resuming with the run's own config %s", RunDir(run_dir).config)
         return saved
     for key, (old, new) in changes.items():
         log.info("resume: %s %s -> %s", key, old, new)
@@ -166,13 +161,13 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     trainer = make_agent(env, train_cfg, run_dir)
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
-        (run_dir / "metrics.csv").unlink(missing_ok=True)  # rows of the killed attempt
+        RunDir(run_dir).clear_metrics()  # rows of the killed attempt
     if trainer.iterations > train_cfg.budget:
         raise ResumeError(
             f"budget={train_cfg.budget} is invalid: the run has already made "
             f"{trainer.iterations} iterations (expected an integer >= {trainer.iterations})"
         )
-    (run_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
+    RunDir(run_dir).write_config(cfg)
     runtime_cfg = OmegaConf.to_container(cfg, resolve=True).get("runtime")
     spec = TargetSpec(cfg.hwmodel.name, params, env.workload)
     with make_runtime(RuntimeConfig.from_mapping(runtime_cfg), env, spec) as runtime:

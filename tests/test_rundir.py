@@ -1,0 +1,182 @@
+"""egrl.rundir: the names and files of a run directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from egrl import rundir
+from egrl.checkpoint import load_state, policy_weights
+from egrl.rundir import PolicyError, RunDir, is_checkpoint, is_run_dir, read_policy
+from egrl.runs import load_run
+from egrl.trainer import Trainer
+from tests.test_trainer import small_config, small_env
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Trainer]:
+    """A short EGRL run on the small workload, with policy snapshots and checkpoints."""
+    run_dir = tmp_path_factory.mktemp("trained")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    trainer = Trainer(
+        small_env(), replace(small_config(seed=2, budget=80), snapshot_every=1), run_dir
+    )
+    trainer.run()
+    torch.set_num_threads(threads)
+    return run_dir, trainer
+
+
+def test_every_file_of_a_run_is_named(tmp_path):
+    files = RunDir(str(tmp_path))
+    assert files.path == tmp_path
+    assert files.config == tmp_path / "config.yaml"
+    assert files.metrics == tmp_path / "metrics.csv"
+    assert files.best_map == tmp_path / "best_mapping.json"
+    assert files.speedup_plot == tmp_path / "speedup.png"
+    assert files.checkpoints == tmp_path / "checkpoints"
+    assert files.checkpoint(7) == tmp_path / "checkpoints" / "gen_000007"
+    assert files.policies == tmp_path / "policies"
+    assert files.snapshot(120) == tmp_path / "policies" / "iter_000120.safetensors"
+    assert files.overrides == tmp_path / ".hydra" / "overrides.yaml"
+    assert files.transfer_csv == tmp_path / "transfer" / "transfer.csv"
+    assert not is_run_dir(tmp_path) and not files.is_run_dir()
+    assert files.snapshots() == [] and files.list_checkpoints() == []
+    assert files.latest_checkpoint() is None and files.load_latest_checkpoint() is None
+    assert files.read_best_map() is None and files.read_overrides() == []
+    files.overrides.parent.mkdir()
+    files.overrides.write_text("- seed=3\n- +agent.x=1\n", encoding="utf-8")
+    assert is_run_dir(tmp_path)
+    assert files.read_overrides() == ["seed=3", "+agent.x=1"]
+
+
+def test_config_round_trip_in_the_format_of_egrl_train(tmp_path):
+    cfg = OmegaConf.create({"seed": 1, "budget": 10, "lr": 1e-3, "agent": {"name": "ea"}})
+    cfg.derived = "${budget}"
+    files = RunDir(tmp_path)
+    files.write_config(cfg)
+    assert files.config.read_text(encoding="utf-8") == OmegaConf.to_yaml(cfg, resolve=True)
+    assert files.read_config() == {
+        "seed": 1,
+        "budget": 10,
+        "lr": 1e-3,
+        "agent": {"name": "ea"},
+        "derived": 10,
+    }
+    assert files.resolved_config() == files.read_config()
+    assert OmegaConf.to_container(files.config_node()) == files.read_config()
+    assert is_run_dir(tmp_path)
+    # a plain mapping, unresolved (what egrl-transfer pretrain writes)
+    files.write_config({"train": ["a", "b"], "x": "${y}"}, resolve=False)
+    assert files.read_config() == {"train": ["a", "b"], "x": "${y}"}
+
+
+def test_metrics_rows_are_appended_under_the_files_own_header(tmp_path):
+    files = RunDir(tmp_path)
+    files.append_metrics(("generation", "best"), {"generation": 1, "best": 0.5})
+    files.append_metrics(("generation", "best"), {"generation": 2, "best": 0.75, "other": 9})
+    assert files.metrics.read_bytes() == b"generation,best\r\n1,0.5\r\n2,0.75\r\n"
+    # a newer version with another column keeps the file's header and order
+    files.append_metrics(("best", "generation", "new"), {"generation": 3, "best": 1, "new": 0})
+    assert files.read_metrics_rows() == [
+        {"generation": "1", "best": "0.5"},
+        {"generation": "2", "best": "0.75"},
+        {"generation": "3", "best": "1"},
+    ]
+    files.clear_metrics()
+    assert not files.metrics.exists()
+    files.clear_metrics()  # nothing to remove: no error
+
+
+def test_best_map_round_trip(tmp_path):
+    files = RunDir(tmp_path)
+    best = {"agent": "ea", "speedup": 1.25, "mapping": {"conv1": {"weights": "llc"}}}
+    files.write_best_map(best)
+    assert files.best_map.read_text(encoding="utf-8") == json.dumps(best, indent=1)
+    assert files.read_best_map() == best
+
+
+def test_a_real_run_is_read_back(trained):
+    run_dir, trainer = trained
+    files = RunDir(run_dir)
+    # metrics: the trainer's rows, as text
+    rows = files.read_metrics_rows()
+    assert [int(r["iterations"]) for r in rows] == [r["iterations"] for r in trainer.rows]
+    # best map
+    best = files.read_best_map()
+    assert best["speedup"] == trainer.best.speedup and best["iterations"] == trainer.iterations
+    # snapshots, one per generation, sorted
+    snapshots = files.snapshots()
+    assert snapshots == sorted(snapshots) and len(snapshots) == trainer.generation
+    assert all(p.parent == files.policies and p.suffix == ".safetensors" for p in snapshots)
+    assert snapshots[-1] == files.snapshot(trainer.iterations)
+    # checkpoints: the newest is the last generation's
+    newest = files.latest_checkpoint()
+    assert newest == files.checkpoint(trainer.generation) and is_checkpoint(newest)
+    assert files.list_checkpoints()[0] == newest
+    path, state = files.load_latest_checkpoint()
+    assert path == newest and state["iterations"] == trainer.iterations
+    # the aggregation reader, once the run has a config
+    files.write_config(
+        {"agent": {"name": "egrl"}, "workload": {"name": "w"}, "seed": 2, "budget": 80}
+    )
+    run = load_run(run_dir)
+    assert run.iterations.tolist() == [r["iterations"] for r in trainer.rows]
+    assert run.complete and run.final_speedup == pytest.approx(trainer.best.speedup)
+    files.config.unlink()
+
+
+def test_read_policy_from_a_run_a_snapshot_and_a_checkpoint(trained, tmp_path):
+    run_dir, trainer = trained
+    learner = trainer.portfolio.learners[0].actor.state_dict()
+
+    newest = read_policy(run_dir)  # the run's newest snapshot
+    assert newest.source == RunDir(run_dir).snapshot(trainer.iterations)
+    assert newest.snapshot is not None and newest.snapshot.iterations == trainer.iterations
+    assert set(newest.weights) == {"learner", "champion"}
+    for key, value in learner.items():
+        assert torch.equal(newest.weights["learner"][key], value)
+
+    first = RunDir(run_dir).snapshots()[0]
+    assert read_policy(first).source == first
+
+    ckpt = RunDir(run_dir).latest_checkpoint()
+    from_ckpt = read_policy(ckpt)
+    assert from_ckpt.source == ckpt and from_ckpt.snapshot is None
+    assert set(from_ckpt.weights) == {"learner", "champion"}
+    for key, value in learner.items():
+        assert torch.equal(from_ckpt.weights["learner"][key], value)
+    assert from_ckpt.weights.keys() == policy_weights(load_state(ckpt)).keys()
+
+    # a run without snapshots: its newest checkpoint
+    copy = tmp_path / "no_snapshots"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(rundir.POLICIES_DIR))
+    fallback = RunDir(copy).read_policy()
+    assert fallback.source == RunDir(copy).checkpoint(trainer.generation)
+    assert fallback.weights.keys() == from_ckpt.weights.keys()
+
+
+def test_read_policy_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_policy(tmp_path / "missing")
+    with pytest.raises(LookupError, match="no policy snapshot"):
+        read_policy(tmp_path)
+    with pytest.raises(ValueError, match="not a checkpoint of an egrl, ea or pg run"):
+        policy_weights({"agent": {"solver": None}})
+    with pytest.raises(ValueError, match="holds no GNN policy"):
+        policy_weights({"agent": {"learners": None, "population": None}})
+    bad = tmp_path / "policies" / "iter_000001.safetensors"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a safetensors file")
+    with pytest.raises(PolicyError) as err:
+        read_policy(bad)
+    assert err.value.path == bad
+    with pytest.raises(PolicyError) as err:
+        read_policy(tmp_path)  # the run's unreadable snapshot
+    assert err.value.path == bad
