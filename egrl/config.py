@@ -92,8 +92,10 @@ class TrainConfig:
     ``budget`` counts paid measurements: on a deterministic target a map measured before
     is answered from an LRU of ``cache_size`` maps (0: none) without being paid
     (:mod:`egrl.measure_cache`). A search that pays nothing in ``max_stale_generations``
-    generations in a row stops. ``init_from`` (a run directory, a policy snapshot or a
-    checkpoint) starts the GNN policies of ``egrl``/``ea``/``pg`` from a trained one.
+    generations in a row stops, and so does one whose generations' wall time (``wall_s``,
+    across resumes) has passed ``time_limit_s`` (None: no limit). ``init_from`` (a run
+    directory, a policy snapshot or a checkpoint) starts the GNN policies of
+    ``egrl``/``ea``/``pg`` from a trained one.
     """
 
     seed: int = 0
@@ -108,6 +110,7 @@ class TrainConfig:
     progress: bool = True
     cache_size: int = 100_000
     max_stale_generations: int = 100
+    time_limit_s: float | None = None
     init_from: str | None = None
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)

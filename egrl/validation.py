@@ -128,6 +128,7 @@ RULES: dict[str, Rule] = {
     "progress": FLAG,
     "cache_size": at_least(0),
     "max_stale_generations": at_least(1),
+    "time_limit_s": Rule(float, low=0, low_open=True, optional=True),
     "init_from": Rule(
         str, pattern=r".+", describe="a run directory, snapshot or checkpoint path", optional=True
     ),

@@ -55,6 +55,8 @@ METRIC_COLUMNS = (
     "batch_valid_fraction",
 )
 PHASES = ("inference", "evaluation", "learner", "evolution")
+#: how :attr:`SearchAgent.stop_reason` of a run stopped by ``time_limit_s`` begins
+TIME_LIMIT_REACHED = "time limit reached"
 TIMING_COLUMNS = ("wall_s",) + tuple(f"t_{p}" for p in PHASES)
 
 
@@ -140,6 +142,9 @@ class SearchAgent:
         self.failed_maps = 0
         self.use_runtime(LocalRuntime(env.measure))
         self.stop_reason: str | None = None
+        #: ``time.perf_counter()`` at which the generation under way reaches
+        #: ``cfg.time_limit_s`` (None: no limit); game agents stop inside a game there
+        self.time_limit_deadline: float | None = None
         self.generation = 0
         self.wall_s = 0.0
         self.timer = Timer()
@@ -274,7 +279,9 @@ class SearchAgent:
 
         A search that pays no measurement in ``cfg.max_stale_generations`` generations in
         a row (it proposes only maps measured before, or nothing) stops early with a
-        warning; :attr:`stop_reason` and ``best_mapping.json`` say why.
+        warning; :attr:`stop_reason` and ``best_mapping.json`` say why. So does a run whose
+        wall time (:attr:`wall_s`, across resumes) has passed ``cfg.time_limit_s``, after
+        the generation under way (a resumed one already past it runs none).
         """
         from tqdm.auto import tqdm
 
@@ -286,13 +293,18 @@ class SearchAgent:
             disable=not self.cfg.progress,
         )
         stale = 0
+        self._check_time_limit()
         with bar:
             while not self.done and self.stop_reason is None:
                 before = self.iterations
+                if self.cfg.time_limit_s is not None:
+                    left = self.cfg.time_limit_s - self.wall_s
+                    self.time_limit_deadline = time.perf_counter() + left
                 row = self._generation()
                 stale = stale + 1 if self.iterations == before else 0
                 if stale >= self.cfg.max_stale_generations:
                     self._stop_stale(stale)
+                self._check_time_limit()
                 bar.update(self.iterations - before)
                 bar.set_postfix(best_speedup=f"{self.best.speedup:.3f}", gen=self.generation)
                 if self.run_dir is not None:
@@ -315,6 +327,22 @@ class SearchAgent:
             f"{self.cfg.budget} paid measurements and {self.proposals} proposals"
         )
         log.warning("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
+
+    def _check_time_limit(self) -> None:
+        """Stop if the run's wall time has reached ``cfg.time_limit_s``."""
+        limit = self.cfg.time_limit_s
+        if limit is not None and self.stop_reason is None and self.wall_s >= limit:
+            self.stop_time_limit()
+
+    def stop_time_limit(self) -> None:
+        """Record and log that the run stopped on ``cfg.time_limit_s`` (a finished run:
+        ``stopped_early`` in ``best_mapping.json`` starts with :data:`TIME_LIMIT_REACHED`)."""
+        self.stop_reason = (
+            f"{TIME_LIMIT_REACHED} (time_limit_s={self.cfg.time_limit_s:g}): stopped after "
+            f"{self.iterations} of {self.cfg.budget} paid measurements and "
+            f"{self.proposals} proposals"
+        )
+        log.info("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
 
     def on_generation_end(self) -> None:
         """Hook after each generation's metrics are written (e.g. policy snapshots)."""

@@ -82,8 +82,13 @@ class GameAgent(SearchAgent):
         self.deadline: float | None = None
 
     def past_deadline(self) -> bool:
-        """The wall-clock deadline has passed; sets :attr:`stop_reason` when it has."""
-        if self.deadline is None or time.perf_counter() < self.deadline:
+        """The wall-clock deadline, or the run's ``time_limit_s``, has passed; sets
+        :attr:`stop_reason` when it has."""
+        now = time.perf_counter()
+        if self.time_limit_deadline is not None and now >= self.time_limit_deadline:
+            self.stop_time_limit()
+            return True
+        if self.deadline is None or now < self.deadline:
             return False
         self.stop_reason = "wall-clock deadline reached"
         return True

@@ -31,6 +31,7 @@ RESUMABLE_KEYS = (
     "keep_checkpoints",
     "snapshot_every",
     "max_stale_generations",
+    "time_limit_s",
     "runtime",
 )
 #: keys that say how to launch, never compared with the saved config
