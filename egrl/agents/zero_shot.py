@@ -20,7 +20,6 @@ the same; the hardware model and the reward are the run's own (``hwmodel=``, ``r
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from egrl.agents.base import SearchAgent, to_numpy_maps
 from egrl.agents.options import check_choice, check_positive, option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.rundir import RunDir
 from egrl.transfer import (
     POLICY_KINDS,
     Snapshot,
@@ -157,10 +157,10 @@ class ZeroShot(SearchAgent):
     def write_outputs(self) -> None:
         """The base outputs; ``best_mapping.json`` also names the snapshot that mapped."""
         super().write_outputs()
-        path = self.run_dir / "best_mapping.json"
-        best = json.loads(path.read_text(encoding="utf-8"))
+        files = RunDir(self.run_dir)
+        best = files.read_best_map() or {}
         best["policy"] = {"snapshot": str(self.snapshot.path), "kind": self.options.kind}
-        path.write_text(json.dumps(best, indent=1), encoding="utf-8")
+        files.write_best_map(best)
 
     def agent_state(self) -> dict:
         return {
