@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    from egrl.experiments.results_sections import write_section
+    sys.path.insert(0, str(ROOT))  # the checkout's studies/ (not installed)
+    from studies.render import write_section
 
     results = []
     for name in args.workloads:

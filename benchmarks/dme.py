@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s on %s: %s", name, model, pair)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1) + "\n")
-    from egrl.experiments.results_sections import write_section
+    from studies.render import write_section
 
     write_section("dme", markdown(results), source="python benchmarks/dme.py", page=args.page)
     log.info("wrote %s and the dme section of %s", args.json, args.page)

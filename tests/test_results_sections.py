@@ -1,4 +1,4 @@
-from egrl.experiments.results_sections import read_section, write_section
+from studies.render import read_section, write_section
 
 
 def test_write_section_appends_then_replaces_and_keeps_the_rest(tmp_path):
@@ -24,7 +24,7 @@ def test_section_names_are_checked(tmp_path):
 
 
 def test_other_sections_survive_a_rewrite_of_the_head(tmp_path):
-    from egrl.experiments.results_sections import other_sections
+    from studies.render import other_sections
 
     page = tmp_path / "results.md"
     page.write_text("# Results\n\nold head\n")
