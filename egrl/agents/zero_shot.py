@@ -13,12 +13,12 @@ batches until one pays for a new map. A policy whose softmax has (almost) collap
 run out of new maps: after ``max_draw_factor * budget`` draws the run stops early
 (``stop_reason``, ``stopped_early`` in ``best_mapping.json``).
 
-This is the sampling of the multi-chip study's ``zero_shot_run``
-(``egrl/experiments/mcm_zero_shot.py``: same greedy map first, same generator and
-batches). That function's budget check counts each new map of a batch twice, so once
-fewer than ``2 x batch`` maps are left it takes fewer maps per batch; this agent pays the
-first ``budget`` distinct maps drawn, and the curves agree up to there. The hardware model
-and the reward are the run's own (``hwmodel=``, ``reward=``).
+This is the sampling of the multi-chip study's former ``zero_shot_run``
+(``egrl/experiments/mcm_zero_shot.py``, removed: same greedy map first, same generator
+and batches). Its budget check counted each new map of a batch twice, so once fewer than
+``2 x batch`` maps were left it took fewer maps per batch; this agent pays the first
+``budget`` distinct maps drawn, and the curves agree up to there. The hardware model and
+the reward are the run's own (``hwmodel=``, ``reward=``).
 """
 
 from __future__ import annotations
