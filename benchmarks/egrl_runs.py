@@ -1,66 +1,38 @@
-"""EGRL speed and quality: full training runs, several seeds, against compiler and optimum.
+"""EGRL speed and quality: finished training runs, several seeds, against compiler and optimum.
 
-    python benchmarks/egrl_runs.py --workloads resnet50 resnet101 bert-base --seeds 0 1 2 3 4
-    python benchmarks/egrl_runs.py --workloads resnet50 --seeds 0 --budget 4000 --jobs 1
+    egrl-train -m agent=egrl workload=resnet50,resnet101,bert-base 'seed=range(5)' budget=4000 \
+        hydra/launcher=parallel hydra.sweep.dir=multirun/egrl-runs
+    python benchmarks/egrl_runs.py --from multirun/egrl-runs
     python benchmarks/egrl_runs.py --from multirun/results/paper-egrl --out FILE
 
-Each run is one ``Trainer`` (Table 2 defaults unless overridden) with one torch thread;
-``--jobs`` runs that many in parallel processes. For every run the script records the
-wall time and its breakdown (GNN inference, evaluation, learner updates, evolution) and
-the best speedup over the native compiler; per workload it prints mean and standard
-deviation next to the optimum's speedup (from ``benchmarks/results/foundation.json``
-when present, else solved here with ``--optimum-time``). Results go to
-``benchmarks/results/egrl_runs.json`` (merged with earlier runs of other workloads/seeds).
-``--from`` trains nothing: it reads the finished ``egrl`` runs of ``egrl-train`` run or
-sweep directories (e.g. the results study) and reports them the same way.
+Trains nothing: it reads the finished ``egrl`` runs of ``egrl-train`` run or sweep
+directories (a sweep as above, the results study's, single runs). For every run it records
+the wall time and its breakdown (GNN inference, evaluation, learner updates, evolution:
+the ``t_*`` columns of its metrics) and the best speedup over the native compiler; per
+workload it prints mean and standard deviation next to the optimum's speedup (from
+``benchmarks/results/foundation.json`` when present, else solved here with
+``--optimum-time``). Results go to ``benchmarks/results/egrl_runs.json`` (merged with
+earlier runs of other workloads/seeds).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
-from concurrent.futures import ProcessPoolExecutor
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from egrl.experiments import results_page
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's studies/
+from studies.render import machine as machine_text  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def one_run(workload: str, seed: int, budget: int, overrides: dict) -> dict:
-    """Train once; returns timings and the best speedup."""
-    import torch
-
-    torch.set_num_threads(1)
-    from egrl import make_env
-    from egrl.config import from_mapping
-    from egrl.trainer import Trainer
-
-    env = make_env("nnpi", workload)
-    cfg = from_mapping({"seed": seed, "budget": budget, "progress": False, **overrides})
-    start = time.perf_counter()
-    trainer = Trainer(env, cfg)
-    best = trainer.run()
-    wall = time.perf_counter() - start
-    return {
-        "workload": workload,
-        "seed": seed,
-        "budget": budget,
-        "iterations": trainer.iterations,
-        "generations": trainer.generation,
-        "wall_s": wall,
-        "breakdown_s": dict(trainer.timer.totals),
-        "best_speedup": best.speedup,
-        "best_iteration": best.iteration,
-        "curve": [(r["iterations"], r["best_speedup"]) for r in trainer.rows],
-    }
-
-
 def from_run(run) -> dict:
-    """The record of :func:`one_run` for a finished ``egrl-train`` run directory."""
+    """The record of one finished ``egrl-train`` run directory: its timings (seconds,
+    ``breakdown_s`` by phase), best speedup and the iteration it was found at, its curve."""
     from egrl.rundir import RunDir
 
     best = RunDir(run.path).read_best_map()
@@ -89,14 +61,6 @@ def collect(roots: list[str]) -> list[dict]:
     for problem in found.problems:
         print(f"left out: {problem}")
     return [from_run(r) for r in found.runs if r.agent == "egrl"]
-
-
-def train(jobs: list[tuple[str, int]], budget: int, overrides: dict, workers: int):
-    """Records of :func:`one_run` for every ``(workload, seed)``, yielded in ``jobs`` order."""
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(one_run, w, s, budget, overrides) for w, s in jobs]
-        for future in futures:
-            yield future.result()
 
 
 def optimum_speedups(workloads: list[str], time_limit: float) -> dict[str, dict]:
@@ -147,51 +111,26 @@ def summarize(runs: list[dict], optimum: dict[str, dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", nargs="+", default=["resnet50", "resnet101", "bert-base"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--budget", type=int, default=4000)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--from", dest="roots", nargs="+", required=True, help="egrl-train run or sweep directories"
+    )
     parser.add_argument("--optimum-time", type=float, default=600.0)
-    parser.add_argument("--set", nargs="*", default=[], help="config overrides key=value (dotted)")
-    parser.add_argument("--from", dest="roots", nargs="+", help="read finished runs instead")
     parser.add_argument("--out", default=str(RESULTS / "egrl_runs.json"), help="results JSON")
     args = parser.parse_args()
 
-    overrides: dict = {}
-    for item in args.set:
-        key, value = item.split("=", 1)
-        node = overrides
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = json.loads(value) if value[:1] in "0123456789-[{tf" else value
-
-    jobs = [(w, s) for w in args.workloads for s in args.seeds]
     RESULTS.mkdir(exist_ok=True)
     out = Path(args.out)
-    machine = results_page.machine()
+    machine = machine_text()
     merged = json.loads(out.read_text())["runs"] if out.exists() else []
-    results = collect(args.roots) if args.roots else train(jobs, args.budget, overrides, args.jobs)
-    for r in results:
+    for r in collect(args.roots):
         print(
             f"{r['workload']} seed {r['seed']}: speedup {r['best_speedup']:.4f}, {r['wall_s']:.0f} s",
             flush=True,
         )
         key = (r["workload"], r["seed"], r["budget"])
         merged = [x for x in merged if (x["workload"], x["seed"], x["budget"]) != key] + [r]
-        # Written after every run: a long study interrupted half-way keeps what it measured.
-        out.write_text(
-            json.dumps({"machine": machine, "overrides": overrides, "runs": merged}, indent=1)
-        )
     optimum = optimum_speedups(sorted({r["workload"] for r in merged}), args.optimum_time)
-    out.write_text(
-        json.dumps(
-            {"machine": machine, "overrides": overrides, "runs": merged, "optimum": optimum},
-            indent=1,
-        )
-    )
-    if not args.roots:
-        print(f"\nmachine: {machine}; {args.jobs} runs in parallel, 1 torch thread each\n")
+    out.write_text(json.dumps({"machine": machine, "runs": merged, "optimum": optimum}, indent=1))
     print(summarize(merged, optimum))
 
 

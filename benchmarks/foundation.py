@@ -22,10 +22,13 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import platform  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's studies/
 
 log = logging.getLogger("foundation")
 
@@ -39,7 +42,7 @@ def machine() -> dict:
     import scipy
     import torch
 
-    from egrl.experiments.results_page import cpu_model
+    from studies.render import cpu_model
 
     return {
         "cpu": cpu_model(),

@@ -1,4 +1,4 @@
-"""Studies of many runs: aggregation of run directories, sweeps, Figure 3, the results page."""
+"""Studies of many runs: aggregation of run directories, sweeps, Figure 3."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ import pytest
 import yaml
 
 from egrl.experiments import aggregate, collect_runs, step_values, sweep_record, swept_keys
-from egrl.experiments.claims import FAILS, HOLDS, PARTIAL, UNMEASURED, paper_claims, read_transfer
 from egrl.experiments.optimum import CACHE_FILE, optimum_speedups
-from egrl.experiments.results_page import render
 
 METRICS_HEADER = ["generation", "iterations", "wall_s", "best_reward", "best_speedup"]
 
@@ -239,83 +237,6 @@ def test_optimum_is_solved_once_and_cached(tmp_path):
     assert cached["nnpi/resnet18"]["speedup"] == pytest.approx(first["resnet18"].speedup)
     again = optimum_speedups(runs, cache_dir=tmp_path, solve=False)
     assert again["resnet18"].speedup == first["resnet18"].speedup
-
-
-def _paper_study(root: Path, finals: dict[tuple[str, str], list[float]]) -> None:
-    for (workload, agent), values in finals.items():
-        for seed, final in enumerate(values):
-            fake_run(root, f"{workload}-{agent}-{seed}", agent, workload, seed, [(100, final, 2.0)])
-
-
-def test_paper_claims_computed_from_the_numbers(tmp_path):
-    finals = {
-        ("resnet50", "egrl"): [1.3, 1.2],
-        ("resnet50", "ea"): [1.1, 1.0],
-        ("resnet50", "greedy-dp"): [0.8, 0.7],
-        ("resnet50", "pg"): [0.3, 0.2],
-        ("resnet101", "ea"): [1.4, 1.5],
-        ("resnet101", "greedy-dp"): [1.6, 1.7],  # above EA: the ordering fails here
-        ("bert-base", "greedy-dp"): [0.6, 0.5],
-    }
-    _paper_study(tmp_path / "runs", finals)
-    agg = aggregate([tmp_path / "runs"], solve_optimum=False)
-    order, beats, pg, greedy, zero = paper_claims(agg.groups)
-    assert order.verdict == FAILS
-    assert any("resnet101: observed Greedy-DP" in e for e in order.evidence)
-    assert order.evidence[0].startswith(
-        "resnet50: observed EGRL 1.250 ± 0.071 (n=2) > EA 1.050 ± 0.071 (n=2) > Greedy-DP"
-    )
-    assert beats.verdict == PARTIAL  # EA > 1 everywhere measured; EGRL only on resnet50
-    assert pg.verdict == PARTIAL  # PG < 1 on resnet50, not measured elsewhere
-    assert greedy.verdict == HOLDS  # 0.55 < 1 and below 0.75 and 1.65
-    assert zero.verdict == UNMEASURED
-
-    fixed = dict(finals)
-    fixed[("resnet101", "greedy-dp")] = [1.2, 1.3]
-    _paper_study(tmp_path / "runs2", fixed)
-    agg2 = aggregate([tmp_path / "runs2"], solve_optimum=False)
-    assert paper_claims(agg2.groups)[0].verdict == PARTIAL  # holds, but cells missing
-
-
-def test_tied_means_do_not_satisfy_a_strict_order(tmp_path):
-    _paper_study(tmp_path, {("resnet50", "egrl"): [1.0, 1.0], ("resnet50", "ea"): [1.0, 1.0]})
-    order = paper_claims(aggregate([tmp_path], solve_optimum=False).groups)[0]
-    assert order.verdict == FAILS
-    assert "EGRL 1.000 ± 0.000 (n=2) = [within one std] EA 1.000" in order.evidence[0]
-
-
-def test_zero_shot_claim_reads_transfer_outputs(tmp_path):
-    run = tmp_path / "run"
-    (run / "transfer").mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"workload": {"name": "resnet50"}}))
-    rows = [
-        "iterations,generation,policy,target,role,units,greedy_speedup,best_sampled_speedup,valid_fraction",
-        "100,5,learner,resnet50,train,56,1.2,1.3,1.0",
-        "100,5,learner,bert-base,holdout,185,0.8,0.9,1.0",
-        "200,10,learner,bert-base,holdout,185,1.05,1.1,1.0",
-        "200,10,learner,resnet101,holdout,107,0.9,0.95,1.0",
-    ]
-    (run / "transfer" / "transfer.csv").write_text("\n".join(rows) + "\n")
-    got = read_transfer([tmp_path])
-    assert {(r["source"], r["target"]) for r in got} == {
-        ("resnet50", "bert-base"),
-        ("resnet50", "resnet101"),
-    }
-    claim = paper_claims([], got)[-1]
-    assert claim.verdict == "holds for some pairs"
-    assert "resnet50 -> bert-base (learner): best greedy 1.050 over 1 run(s)" in claim.evidence[0]
-
-
-def test_results_page_states_its_scale_and_links_figures(study, tmp_path):
-    docs = tmp_path / "docs"
-    agg = aggregate([study], out_dir=tmp_path / "out", solve_optimum=False, figure_dir=docs / "fig")
-    page = render(agg, docs / "results.md", command="python scripts/make_results.py --seeds 3")
-    assert "**Not the paper-scale study yet.**" in page
-    assert "budget 100 iterations per run, seeds 0, 1, 2" in page
-    assert "![resnet50](fig/figure3_resnet50.png)" in page
-    assert "| ea | 1.200 ± 0.100 (n=3) |" in page
-    assert "python scripts/make_results.py --seeds 3" in page
-    assert "- **not measured**: Zero-shot transfer" in page
 
 
 ROOT = Path(__file__).resolve().parents[1]

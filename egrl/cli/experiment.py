@@ -1,28 +1,25 @@
-"""``egrl-experiment``: studies of many runs (agents x workloads x seeds, sweeps).
+"""``egrl-experiment``: sweeps of many runs (agents x workloads x seeds, settings).
 
     egrl-experiment run compare budget=1000 seed='range(2)' --n-jobs 2
     egrl-experiment aggregate multirun/compare/20261121-101500 [--out DIR]
-    egrl-experiment results multirun/compare/20261121-101500 --page docs/results.md
 
 ``run`` launches ``egrl-train -m experiment=PRESET OVERRIDES...`` (Hydra multirun with the
 joblib launcher) and aggregates it; ``aggregate`` reads finished (or partly finished)
 multirun directories and writes curves.csv, final.csv, summary.md, one Figure-3 PNG per
-workload and optimum.json; ``results`` also writes the results page (docs/results.md).
+workload and optimum.json (:mod:`egrl.aggregate`). The results page is the studies'
+business: ``python -m studies run compare`` (from a checkout).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import sys
 from pathlib import Path
 
-from egrl.experiments.aggregate import Aggregate, aggregate
-from egrl.experiments.claims import read_transfer
-from egrl.experiments.launch import launch, sweep_record
-from egrl.experiments.results_page import render
-from egrl.experiments.tables import final_table
+from egrl.aggregate.aggregate import Aggregate, aggregate
+from egrl.aggregate.launch import launch
+from egrl.aggregate.tables import final_table
 
 log = logging.getLogger("egrl.experiment")
 
@@ -50,29 +47,6 @@ def _aggregate_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _page_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--page",
-        type=Path,
-        default=Path("docs/results.md"),
-        help="results page to write (default %(default)s)",
-    )
-    parser.add_argument(
-        "--figures",
-        type=Path,
-        default=Path("docs/figures"),
-        help="directory of the page's figures (default %(default)s)",
-    )
-    parser.add_argument(
-        "--transfer",
-        nargs="+",
-        type=Path,
-        default=[],
-        help="egrl-transfer outputs (transfer.csv files or folders above them) for the zero-shot claim",
-    )
-    parser.add_argument("--command", help="the command line stated under 'Reproduce'")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="egrl-experiment", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO level)")
@@ -85,13 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
         "roots", nargs="+", type=Path, help="multirun or run directories (searched below)"
     )
     _aggregate_options(agg)
-
-    res = sub.add_parser("results", help="aggregate and write the results page")
-    res.add_argument(
-        "roots", nargs="+", type=Path, help="multirun or run directories (searched below)"
-    )
-    _aggregate_options(res)
-    _page_options(res)
 
     run = sub.add_parser("run", help="launch egrl-train -m experiment=PRESET, then aggregate")
     run.add_argument(
@@ -106,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _aggregate(args, roots: list[Path], figure_dir: Path | None = None) -> Aggregate:
+def _aggregate(args, roots: list[Path]) -> Aggregate:
     out = args.out or roots[0] / "aggregate"
     return aggregate(
         roots,
@@ -116,7 +83,6 @@ def _aggregate(args, roots: list[Path], figure_dir: Path | None = None) -> Aggre
         solve_optimum=not args.no_optimum,
         optimum_workers=args.optimum_workers,
         figures=not args.no_figures,
-        figure_dir=figure_dir,
     )
 
 
@@ -139,22 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         agg = _aggregate(args, [root])
         _report(agg)
         return status
-    if args.command_name == "aggregate":
-        _report(_aggregate(args, args.roots))
-        return 0
-    agg = _aggregate(args, args.roots, figure_dir=args.figures)
-    records = [r for r in (sweep_record(root) for root in args.roots) if r is not None]
-    transfer = read_transfer(args.transfer) if args.transfer else None
-    command = args.command or "egrl-experiment " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
-    )
-    args.page.parent.mkdir(parents=True, exist_ok=True)
-    args.page.write_text(
-        render(agg, args.page, records, command, transfer, [str(p) for p in args.transfer]),
-        encoding="utf-8",
-    )
-    _report(agg)
-    print(f"results page: {args.page}")
+    _report(_aggregate(args, args.roots))
     return 0
 
 

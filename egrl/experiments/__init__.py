@@ -1,4 +1,4 @@
-"""Studies made of many runs: aggregation, Figure 3, tables, the results page.
+"""Studies made of many runs: aggregation, Figure 3, tables.
 
 >>> from egrl.experiments import aggregate
 >>> agg = aggregate(["multirun/compare/20261121-101500"], out_dir="results/compare")
@@ -9,7 +9,6 @@ study can be aggregated while it runs, after some runs failed, or from several s
 """
 
 from egrl.experiments.aggregate import Aggregate, aggregate
-from egrl.experiments.claims import Claim, paper_claims, read_transfer
 from egrl.experiments.curves import mean_band, step_values, write_curves
 from egrl.experiments.launch import SweepRecord, launch, sweep_record
 from egrl.experiments.optimum import OptimumInfo, optimum_speedups
@@ -18,7 +17,6 @@ from egrl.experiments.summary import GroupStats, summarize, swept_keys
 
 __all__ = [
     "Aggregate",
-    "Claim",
     "GroupStats",
     "OptimumInfo",
     "Problem",
@@ -31,8 +29,6 @@ __all__ = [
     "load_run",
     "mean_band",
     "optimum_speedups",
-    "paper_claims",
-    "read_transfer",
     "step_values",
     "summarize",
     "swept_keys",
