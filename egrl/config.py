@@ -105,6 +105,7 @@ class TrainConfig:
     checkpoint_every: int = 5
     keep_checkpoints: int = 3
     snapshot_every: int = 10
+    record_evaluations: bool = False
     invalid_reward_scale: float = 1.0
     reward: str = "egrl"
     progress: bool = True

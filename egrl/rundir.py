@@ -5,6 +5,7 @@ A run directory is what ``egrl-train`` (alone or as one job of a multirun) and
 
     config.yaml             the resolved config                 (write_config / read_config)
     metrics.csv             one row per generation               (append_metrics / read_metrics_rows)
+    evaluations.csv         one row per answered map, if asked   (append_evaluations / read_evaluations)
     best_mapping.json       the best map and how it was found    (write_best_map / read_best_map)
     speedup.png             best speedup against iterations
     checkpoints/gen_XXXXXX/ the state to resume from             (egrl.checkpoint)
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import yaml
 
 if TYPE_CHECKING:
@@ -38,6 +40,22 @@ if TYPE_CHECKING:
 CONFIG_FILE = "config.yaml"
 #: one row per generation (``egrl.agents.base.METRIC_COLUMNS`` and the agent's own)
 METRICS_FILE = "metrics.csv"
+#: one row per answered map, written when the run asks for it (``record_evaluations``)
+EVALUATIONS_FILE = "evaluations.csv"
+#: the columns of every evaluations.csv row; the values a target reports beside the
+#: latency (``hwmodels.base.Target.map_values``, e.g. ``game_return``) follow them
+EVALUATION_COLUMNS = (
+    "proposal",
+    "generation",
+    "iterations",
+    "paid",
+    "wall_s",
+    "source",
+    "valid",
+    "reward",
+    "speedup",
+    "latency_s",
+)
 #: the best map found, keyed by unit name, with how and when it was found
 BEST_FILE = "best_mapping.json"
 #: the best-speedup curve
@@ -149,6 +167,10 @@ class RunDir:
         return self.path / METRICS_FILE
 
     @property
+    def evaluations(self) -> Path:
+        return self.path / EVALUATIONS_FILE
+
+    @property
     def best_map(self) -> Path:
         return self.path / BEST_FILE
 
@@ -236,6 +258,50 @@ class RunDir:
         """Every row of ``metrics.csv`` as strings keyed by column."""
         with open(self.metrics, newline="", encoding="utf-8") as f:
             return list(csv.DictReader(f))
+
+    # ------------------------------------------------------------ evaluations
+    def append_evaluations(self, columns: tuple[str, ...], rows: list[Mapping]) -> None:
+        """Append rows (one per answered map) to ``evaluations.csv``, header first if new."""
+        if not rows:
+            return
+        new = not self.evaluations.exists() or self.evaluations.stat().st_size == 0
+        with open(self.evaluations, "a", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+
+    def truncate_evaluations(self, proposals: int) -> None:
+        """Keep the rows of the first ``proposals`` answered maps (a run resumed from a
+        checkpoint answers the later ones again); nothing to do without the file."""
+        if not self.evaluations.exists():
+            return
+        with open(self.evaluations, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            columns = tuple(reader.fieldnames or ())
+            rows = [r for r in reader if int(r["proposal"]) <= proposals]
+        self.evaluations.unlink()
+        if columns:
+            with open(self.evaluations, "w", newline="", encoding="utf-8") as f:
+                writer = csv.DictWriter(f, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows(rows)
+
+    def read_evaluations(self) -> dict[str, np.ndarray]:
+        """``evaluations.csv`` by column: ``source`` as str ``[R]``, the others float64 ``[R]``
+        (in the order the maps were answered).
+
+        Raises:
+            FileNotFoundError: the run did not record its evaluations.
+        """
+        with open(self.evaluations, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            columns = list(reader.fieldnames or ())
+            rows = list(reader)
+        return {
+            c: np.array([r[c] for r in rows], dtype=str if c == "source" else np.float64)
+            for c in columns
+        }
 
     # --------------------------------------------------------------- best map
     def write_best_map(self, best: Mapping) -> Path:
@@ -361,6 +427,8 @@ __all__ = [
     "BEST_FILE",
     "CHECKPOINTS_DIR",
     "CONFIG_FILE",
+    "EVALUATIONS_FILE",
+    "EVALUATION_COLUMNS",
     "METRICS_FILE",
     "OVERRIDES_FILE",
     "POLICIES_DIR",

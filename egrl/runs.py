@@ -289,6 +289,7 @@ RUN_LOCAL_KEYS = frozenset(
         "checkpoint_every",
         "keep_checkpoints",
         "snapshot_every",
+        "record_evaluations",
     }
 )
 

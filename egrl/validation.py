@@ -123,6 +123,7 @@ RULES: dict[str, Rule] = {
     "checkpoint_every": at_least(1),
     "keep_checkpoints": at_least(1),
     "snapshot_every": at_least(1),
+    "record_evaluations": FLAG,
     "invalid_reward_scale": at_least(0, float),
     "reward": Rule(str, pattern=r"egrl|repaired", describe="egrl or repaired"),
     "progress": FLAG,

@@ -105,6 +105,8 @@ class Target(ABC):
     #: memory (:mod:`egrl.measure_cache`); false for a noisy chip, whose maps are paid
     #: every time they are proposed
     deterministic: bool = True
+    #: the names of the values :meth:`map_values` reports (none by default)
+    map_value_names: tuple[str, ...] = ()
 
     @property
     def head_names(self) -> list[str]:
@@ -181,6 +183,18 @@ class Target(ABC):
         num = self.num_choices
         row = (np.arange(self.max_choices) < num[:, None]) / num[:, None]  # [H, C]
         return np.broadcast_to(row, (batch, self.num_units, *row.shape)).astype(np.float64)
+
+    def map_values(self, maps: np.ndarray) -> dict[str, np.ndarray]:
+        """Quantities of maps the target ran, beside their latency, that a run's record of
+        evaluations keeps (``record_evaluations``; none by default).
+
+        Args:
+            maps: int64 ``[B, N, H]``, maps as :meth:`measure` rectified them.
+
+        Returns:
+            name -> float64 ``[B]`` (the names of :attr:`map_value_names`, in that order).
+        """
+        return {}
 
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
         """Solve the cost model exactly (or with a proven bound) where the target allows it.

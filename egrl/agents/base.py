@@ -9,7 +9,9 @@ on a deterministic target, counts paid measurements (``iterations``, never past 
 budget) and proposals (every map answered, paid or not), records every answered map in a
 :class:`~egrl.replay.ReplayBuffer`, keeps the best valid map, times the phases, stops a
 search that has paid nothing for ``max_stale_generations`` generations, and writes the run
-directory: ``metrics.csv``, ``best_mapping.json``, ``speedup.png``, ``checkpoints/``.
+directory: ``metrics.csv``, ``best_mapping.json``, ``speedup.png``, ``checkpoints/``, and
+with ``record_evaluations`` every answered map in ``evaluations.csv``
+(:mod:`egrl.evaluations`).
 
 Maps are measured by a runtime (:mod:`egrl.runtime`): in this process by default, or by
 a pool of Ray actors (:meth:`SearchAgent.use_runtime`). :meth:`SearchAgent.evaluate` waits
@@ -31,6 +33,7 @@ import torch
 from egrl.checkpoint import prune_checkpoints, save_state
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
+from egrl.evaluations import EvaluationLog
 from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir, append_metrics_row  # noqa: F401 (re-exported)
@@ -147,6 +150,8 @@ class SearchAgent:
         self.time_limit_deadline: float | None = None
         self.generation = 0
         self.wall_s = 0.0
+        self._generation_start: float | None = None
+        self.evaluation_log = EvaluationLog(env, self.run_dir if cfg.record_evaluations else None)
         self.timer = Timer()
         self.rows: list[dict] = []
         self._batch: list[Evaluation] = []
@@ -234,6 +239,14 @@ class SearchAgent:
         ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
         self.buffer.add(ticket.maps, ev.reward, ticket.source)
         self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
+        self.evaluation_log.add(
+            ticket.source,
+            ev,
+            answered.paid,
+            (self.iterations, self.proposals),
+            self.generation + 1,
+            self.elapsed_s(),
+        )
         self.iterations += int(answered.paid.sum())
         self.proposals += len(ev)
         self.failed_maps += int(answered.failed.sum())
@@ -245,13 +258,20 @@ class SearchAgent:
         """One generation: propose maps, :meth:`evaluate` them, learn. Returns extra metrics."""
         raise NotImplementedError
 
+    def elapsed_s(self) -> float:
+        """The run's wall clock: :attr:`wall_s` and the generation under way."""
+        if self._generation_start is None:
+            return self.wall_s
+        return self.wall_s + time.perf_counter() - self._generation_start
+
     def _generation(self) -> dict:
-        start = time.perf_counter()
+        start = self._generation_start = time.perf_counter()
         self._batch = []
         row: dict = dict.fromkeys(self.columns, float("nan"))
         row.update(self.step())
         self.generation += 1
         self.wall_s += time.perf_counter() - start
+        self._generation_start = None
         if self._batch:
             rewards = np.concatenate([ev.reward for ev in self._batch])
             valid = np.concatenate([ev.valid for ev in self._batch])
@@ -370,6 +390,7 @@ class SearchAgent:
             "mapping": None
             if self.best.mapping is None
             else self.env.mapping_to_dict(self.best.mapping),
+            **self.evaluation_log.best_record(),
         }
         files = RunDir(self.run_dir)
         files.write_best_map(best)
@@ -389,7 +410,7 @@ class SearchAgent:
 
     def state_dict(self) -> dict:
         """Everything needed to continue the run bit for bit."""
-        return {
+        state = {
             "iterations": self.iterations,
             "proposals": self.proposals,
             "failed_maps": self.failed_maps,
@@ -404,6 +425,9 @@ class SearchAgent:
             "rows": self.rows,
             "agent": self.agent_state(),
         }
+        if self.evaluation_log.enabled:
+            state["evaluations"] = self.evaluation_log.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.iterations = int(state["iterations"])
@@ -419,6 +443,7 @@ class SearchAgent:
         self.cache.load_state_dict(state.get("cache"))
         self.rows = list(state["rows"])
         self.load_agent_state(state["agent"])
+        self.evaluation_log.load_state_dict(state.get("evaluations"))
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""

@@ -52,8 +52,9 @@ from egrl.validation import ConfigError
 log = logging.getLogger("egrl.train")
 
 # Keys that say how to run, not what: a continued run may differ from its saved config here
-# (``runtime``: where maps are measured; runs made before the group existed have none).
-RUNTIME_KEYS = ("continue_runs", "progress", "resume", "runtime")
+# (``runtime``: where maps are measured; runs made before the group existed have none;
+# ``record_evaluations``: what is written, not searched; a continued run keeps its own).
+RUNTIME_KEYS = ("continue_runs", "progress", "record_evaluations", "resume", "runtime")
 # Errors that report a mistake in what the user typed, not a bug.
 USER_ERRORS = (ConfigError, ResumeError, CheckpointError, SnapshotError, workloads.WorkloadError)
 

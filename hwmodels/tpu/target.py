@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
+from hwmodels.tpu.cost import program_latency_s
 from hwmodels.tpu.game import ACTIONS, DROP, Game
 from hwmodels.tpu.heuristic import native_play
 from hwmodels.tpu.params import TPUParams
@@ -46,6 +47,7 @@ class TPUTarget(Target):
     """
 
     deterministic = True
+    map_value_names = ("game_return",)
 
     def __init__(self, program: Program, contention: bool = True) -> None:
         self.program = program
@@ -115,6 +117,28 @@ class TPUTarget(Target):
             reassigned_ratio=ratio,
             latency_s=latency,
         )
+
+    def map_values(self, maps: np.ndarray) -> dict[str, np.ndarray]:
+        """``game_return``: float64 ``[B]``, the return of each rectified map's game.
+
+        The all-HBM latency minus the latency without copy contention
+        (:meth:`hwmodels.tpu.layout.Layout.latency_s`), computed from the buffers each map
+        puts in CMEM without playing the game again (equal to the game's own sum of
+        rewards up to rounding, about 1e-15 relative).
+        """
+        p = self.program
+        in_cmem = self._actions(maps) != DROP
+        latency = [
+            program_latency_s(p.compute_s, p.time, p.size, row, None, p.params) for row in in_cmem
+        ]
+        return {"game_return": self._all_hbm_s - np.array(latency, dtype=np.float64)}
+
+    @cached_property
+    def _all_hbm_s(self) -> float:
+        """The program's latency with every buffer in HBM, seconds."""
+        p = self.program
+        none = np.zeros(p.num_buffers, dtype=bool)
+        return program_latency_s(p.compute_s, p.time, p.size, none, None, p.params)
 
     def native_mapping(self) -> np.ndarray:
         """int64 ``[N, 1]``: the memory-space-assignment heuristic's actions."""
