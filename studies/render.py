@@ -1,5 +1,5 @@
-"""How studies write what they found: markdown tables, figures, and their section of the
-results page.
+"""How studies write what they found: markdown tables, figures (the median best-speedup
+curves of :func:`plot_median_curves` among them), and their section of the results page.
 
 The results page (``docs/results.md``) is made of named sections, one per study, each
 regenerated on its own::
@@ -17,8 +17,13 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
+
+from egrl.aggregate.curves import step_values
+from egrl.runs import Run
 
 
 # ------------------------------------------------------------------ tables
@@ -61,6 +66,72 @@ def save_figure(fig, path: str | Path, dpi: int | None = None) -> Path:
         fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
     return path
+
+
+def log_grid(runs: Sequence[Run], points: int = 200) -> np.ndarray:
+    """int64 ``[<=points]``: geometric from the point where every run has ended its first
+    generation (before it a median would mix in runs that have measured nothing yet) to the
+    largest end."""
+    start = max(1, max(int(r.iterations[0]) for r in runs))
+    stop = max(start + 1, max(int(r.iterations[-1]) for r in runs))
+    return np.unique(np.geomspace(start, stop, points).round().astype(np.int64))
+
+
+def median_curve(runs: Sequence[Run], grid: np.ndarray) -> np.ndarray:
+    """float ``[M]``: the median over runs of the best speedup on ``grid`` (step curves)."""
+    curves = np.stack([step_values(r.iterations, r.best_speedup, grid) for r in runs])
+    return np.median(curves, axis=0)
+
+
+def plot_median_curves(
+    series: Sequence[tuple[str, Sequence[Run], str, str | None]],
+    references: Mapping[str, float],
+    title: str,
+    path: str | Path,
+) -> Path:
+    """Median best speedup against paid measurements, log x axis, one line per series.
+
+    Two panels: every curve in full, and the same zoomed on the band from 5% below the
+    lowest reference to 1% above the highest, where the levels of a samples table lie.
+
+    Args:
+        series: ``(label, runs, linestyle, colour or None)`` per line.
+        references: label -> speedup of horizontal reference lines.
+    """
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4), dpi=120, sharex=True)
+    for ax in axes:
+        for label, runs, style, colour in series:
+            grid = log_grid(runs)
+            ax.step(
+                grid,
+                median_curve(runs, grid),
+                where="post",
+                linestyle=style,
+                color=colour,
+                label=f"{label} ({len(runs)})",
+            )
+        for (label, value), style in zip(references.items(), ("--", ":", "-.")):
+            colour = "grey" if style == "--" else "black"
+            ax.axhline(value, color=colour, linestyle=style, linewidth=0.9, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("paid measurements (log scale)")
+        ax.grid(alpha=0.3, which="both")
+    plain = FuncFormatter(lambda x, _: f"{x:g}")
+    for ax in axes:
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(plain)
+    values = list(references.values())
+    axes[1].set_ylim(0.95 * min(values), 1.01 * max(values))
+    axes[0].set_ylabel("best speedup over the compiler (median over seeds)")
+    axes[0].set_title(title)
+    axes[1].set_title(f"{title}, near the levels")
+    axes[1].legend(fontsize=6, loc="lower right", ncol=2)
+    fig.tight_layout()
+    return save_figure(fig, path)
 
 
 def relative_link(target: str | Path, page: str | Path) -> str:

@@ -2,10 +2,13 @@
 
 - :func:`samples_to_level`: paid measurements until a best-so-far curve first reaches a
   level (the samples a user pays to get there);
+- :func:`format_samples`: samples to a level over seeds as text (median, range, how many
+  got there);
 - :func:`mann_whitney` and :func:`first_share`: the significance test between two agents
-  over seeds, and the share of pairs where the first got there first;
+  over seeds, and the share of pairs where the first got there first; :func:`compare`: both;
+- :func:`best_known`: the value a share of the optimum divides by (proven, else best known);
 - :func:`mean_std`, :func:`format_mean_std`, :func:`median_range`, :func:`geomean`: mean and
-  spread over seeds.
+  spread over seeds; :func:`format_share`: a share over seeds as a percentage.
 """
 
 from __future__ import annotations
@@ -40,6 +43,21 @@ def samples_to_level(
     return float(np.asarray(iterations)[hit[0]]) if hit.size else math.inf
 
 
+def format_samples(samples: Sequence[float], spread: bool = True) -> str:
+    """Samples to a level over ``S`` runs (``inf``: never) as text.
+
+    ``"1100 [800-1900] (4/5)"``: the median [min-max] over the runs that got there and how
+    many did (``spread=False``: ``"1100 (4/5)"``, the median alone); ``"never (0/5)"``.
+    """
+    a = np.asarray(samples, dtype=np.float64)
+    reached = a[np.isfinite(a)]
+    counts = f"({reached.size}/{a.size})"
+    if reached.size == 0:
+        return f"never {counts}"
+    center = median_range(reached, "{:.0f}") if spread else f"{np.median(reached):.0f}"
+    return f"{center} {counts}"
+
+
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Two-sided Mann-Whitney U of ``a [S_a]`` against ``b [S_b]``: ``(U of a, p)``.
 
@@ -56,6 +74,34 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 def first_share(u: float, n_a: int, n_b: int) -> float:
     """Share of (a, b) pairs where ``a`` had the smaller value (ties half), from ``a``'s U."""
     return 1.0 - u / (n_a * n_b) if n_a and n_b else math.nan
+
+
+def compare(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """:func:`mann_whitney` of samples ``a [S_a]`` against ``b [S_b]`` (``inf``: never, ranked
+    last): ``a``'s U, the p-value, and the share of pairs where ``a`` got there first."""
+    u, p = mann_whitney(a, b)
+    return u, p, first_share(u, len(a), len(b))
+
+
+def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> tuple[float, str]:
+    """The value shares of the optimum divide by, and where it comes from.
+
+    Args:
+        optimum: the solver's answer (None: no solver answer).
+        proven: the solver proved it optimal.
+        finals: the runs' final best values ``[R]`` (at least one).
+
+    Returns:
+        ``(value, source)``: the proven ``optimum`` (``"proven"``); else the higher of a
+        finite unproven ``optimum`` (``"solver"``, ties included) and the best final
+        (``"run"``); the best final when there is no finite answer (``"runs"``).
+    """
+    if optimum is not None and proven:
+        return float(optimum), "proven"
+    best = max(float(v) for v in finals)
+    if optimum is not None and math.isfinite(optimum):
+        return (float(optimum), "solver") if optimum >= best else (best, "run")
+    return best, "runs"
 
 
 class MeanStd(NamedTuple):
@@ -97,6 +143,16 @@ def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-")
         return fmt.format(a[0])
     lo, mid, hi = (fmt.format(v) for v in (a.min(), np.median(a), a.max()))
     return f"{mid} [{lo}-{hi}]"
+
+
+def format_share(values: Sequence[float], center: str = "mean", empty: str = "-") -> str:
+    """``"36%"``: the mean (or ``center="median"``) of the finite shares ``values``."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return empty
+    value = np.median(a) if center == "median" else a.mean()
+    return f"{100 * value:.0f}%"
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -3,13 +3,14 @@
 The multi-chip paper pre-trains its policy on an analytical model and fine-tunes it on the
 hardware. Here the analytical model is NNP-I's (``hwmodel=nnpi``) and the hardware is a
 chip behind the ``external`` protocol (``docs/external.md``): by default the example chip
-``examples/external_chip.py`` with :data:`DEFAULT_CHIP_ARGS`, a cost model that is not
-NNP-I's (transfers that share each memory level's bandwidth, half the SRAM, twice the
-compute). Three multiruns, each with ``continue_runs=true``::
+that the plan (``configs/study/chip-transfer.yaml``) names, with its options, a cost model
+that is not NNP-I's (transfers that share each memory level's bandwidth, half the SRAM,
+twice the compute). Two stages::
 
     OUT/pretrain/egrl/seed0/      EGRL on NNP-I (one run, the pretraining budget)
     OUT/scratch/egrl/seed<k>/     EGRL on the chip from scratch
     OUT/finetune/egrl/seed<k>/    EGRL on the chip with init_from=OUT/pretrain/egrl/seed0
+                                  (second stage, after the pretraining)
 
 Read per chip run: the paid measurements (chip runs) to reach the chip compiler's map
 (1.0x) and 99% of the best map any chip run found, the final best speedup, and the first
@@ -25,130 +26,94 @@ import logging
 import math
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig
 
-from egrl.experiments.launch import launch
-from egrl.experiments.runs import Run
-from egrl.experiments.samples import (
-    SUBDIR,
-    compare,
-    finished,
-    hydra_quote,
-    plot_curves,
-    read_runs,
-    samples_to,
-    spread,
-    value_spread,
-)
+from egrl.runs import Run
+from studies.render import markdown_table, plot_median_curves
+from studies.runner import ROOT, Page, RunSpec, hydra_quote, read_runs
+from studies.stats import compare, format_samples, median_range, samples_to_level
 
 log = logging.getLogger(__name__)
 
-CHIP_SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "external_chip.py"
-#: the chip of the study: shared bandwidth, half NNP-I's SRAM, twice its compute
-DEFAULT_CHIP_ARGS = ("--shared-bandwidth", "--sram-kib", "2048", "--tmacs", "50")
+SECTION = "chip-transfer"
 MODES = ("scratch", "finetune")
 LEVEL_NAMES = ("compiler", "99%")
+#: relative tolerance of "reached": float noise never hides a level that was reached
+REACH_TOLERANCE = 1e-9
 
 
-@dataclass
-class TransferConfig:
-    """One study.
-
-    Attributes:
-        out: the study's directory.
-        workload: the workload of the pretraining on NNP-I.
-        chip_workload: the workload on the chip (default: ``workload``).
-        pretrain_budget: paid measurements of the pretraining (on NNP-I).
-        budget: paid measurements of every chip run.
-        seeds: chip runs ``0 .. seeds-1`` from scratch and fine-tuned.
-        chip_args: options of ``examples/external_chip.py``.
-        command: the chip's command (default: the example chip with ``chip_args``).
-        overrides: Hydra overrides for every run (policy sizes ...).
-    """
-
-    out: Path
-    workload: str = "resnet50"
-    chip_workload: str | None = None
-    pretrain_budget: int = 4000
-    budget: int = 1000
-    seeds: int = 5
-    n_jobs: int = 2
-    chip_args: tuple[str, ...] = DEFAULT_CHIP_ARGS
-    command: str | None = None
-    overrides: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.out = Path(self.out)
-        for name in ("pretrain_budget", "budget", "seeds", "n_jobs"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} is invalid: expected >= 1")
-
-    @property
-    def target_workload(self) -> str:
-        return self.chip_workload or self.workload
-
-    @property
-    def chip_command(self) -> str:
-        """The chip's command line (``hwmodel.params.command``)."""
-        if self.command:
-            return self.command
-        return shlex.join([sys.executable, str(CHIP_SCRIPT), *self.chip_args])
-
-    @property
-    def chip_label(self) -> str:
-        """The chip as the report names it (the example chip without the interpreter's path)."""
-        if self.command:
-            return self.command
-        return shlex.join(["examples/external_chip.py", *self.chip_args])
-
-    @property
-    def pretrain_run(self) -> Path:
-        return self.out / "pretrain" / "egrl" / "seed0"
+# ------------------------------------------------------------------ the plan
+def chip_workload(cfg: DictConfig) -> str:
+    """The workload on the chip (the pretraining's unless the plan names another)."""
+    return str(cfg.chip_workload or cfg.workload)
 
 
-def pretrain_overrides(cfg: TransferConfig) -> list[str]:
-    """EGRL on NNP-I, one seed."""
-    return [
-        "hwmodel=nnpi",
-        f"workload.name={cfg.workload}",
-        "agent=egrl",
-        "seed=range(1)",
-        f"budget={cfg.pretrain_budget}",
-        "continue_runs=true",
-        SUBDIR,
-        *cfg.overrides,
-    ]
+def chip_command(cfg: DictConfig) -> str:
+    """The chip's command line (``hwmodel.params.command``): the plan's ``chip.command``, else
+    this interpreter running ``chip.script`` (relative to the repository root) with
+    ``chip.args``."""
+    if cfg.chip.command:
+        return str(cfg.chip.command)
+    script = ROOT / str(cfg.chip.script)
+    return shlex.join([sys.executable, str(script), *(str(a) for a in cfg.chip.args)])
 
 
-def chip_overrides(cfg: TransferConfig, finetune: bool) -> list[str]:
-    """EGRL on the chip, ``seeds`` seeds; from the pretraining run when ``finetune``."""
-    args = [
+def chip_label(cfg: DictConfig) -> str:
+    """The chip as the report names it (the script as the plan names it, no interpreter)."""
+    if cfg.chip.command:
+        return str(cfg.chip.command)
+    return shlex.join([str(cfg.chip.script), *(str(a) for a in cfg.chip.args)])
+
+
+def pretrain_path(cfg: DictConfig) -> str:
+    """The pretraining run, under the study's output."""
+    return f"pretrain/egrl/seed{cfg.pretrain_seed}"
+
+
+def check(cfg: DictConfig) -> None:
+    """Budgets and seeds of at least 1, else the study ends with one line."""
+    for name in ("pretrain_budget", "budget", "seeds"):
+        if int(cfg[name]) < 1:
+            raise SystemExit(f"chip-transfer: {name}={cfg[name]} is invalid: expected >= 1")
+
+
+def chip_specs(cfg: DictConfig, mode: str, extra: Sequence[str] = ()) -> list[RunSpec]:
+    """EGRL on the chip, ``seeds`` seeds, in ``OUT/<mode>/egrl``."""
+    overrides = (
         "hwmodel=external",
-        f"hwmodel.params.command={hydra_quote(cfg.chip_command)}",
-        f"workload.name={cfg.target_workload}",
+        f"hwmodel.params.command={hydra_quote(chip_command(cfg))}",
+        f"workload.name={chip_workload(cfg)}",
         "agent=egrl",
-        f"seed=range({cfg.seeds})",
         f"budget={cfg.budget}",
-        "continue_runs=true",
-        SUBDIR,
-    ]
-    if finetune:
-        args.append(f"init_from={hydra_quote(str(cfg.pretrain_run.resolve()))}")
-    return [*args, *cfg.overrides]
+        *extra,
+    )
+    return [RunSpec(f"{mode}/egrl", seed, overrides) for seed in range(cfg.seeds)]
 
 
-def run_transfer(cfg: TransferConfig) -> None:
-    """Pretrain, then the chip runs from scratch and fine-tuned (finished runs are kept)."""
-    launch("parallel", pretrain_overrides(cfg), cfg.out / "pretrain", cfg.n_jobs)
-    launch("parallel", chip_overrides(cfg, False), cfg.out / "scratch", cfg.n_jobs)
-    if not finished(cfg.pretrain_run):
-        log.warning("fine-tuning skipped: the pretraining %s has not finished", cfg.pretrain_run)
-        return
-    launch("parallel", chip_overrides(cfg, True), cfg.out / "finetune", cfg.n_jobs)
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
+    """The pretraining on NNP-I and the chip runs from scratch; then the fine-tuned chip
+    runs, from the pretraining run."""
+    check(cfg)
+    pretrain = RunSpec(
+        "pretrain/egrl",
+        int(cfg.pretrain_seed),
+        (
+            "hwmodel=nnpi",
+            f"workload.name={cfg.workload}",
+            "agent=egrl",
+            f"budget={cfg.pretrain_budget}",
+        ),
+    )
+    yield [pretrain, *chip_specs(cfg, "scratch")]
+    source = pretrain_path(cfg)
+    init = f"init_from={hydra_quote(str((Path(out) / source).resolve()))}"
+    tuned = chip_specs(cfg, "finetune", [init])
+    yield [RunSpec(s.group, s.seed, s.overrides, after=source) for s in tuned]
 
 
 # ------------------------------------------------------------------ analysis
@@ -208,7 +173,13 @@ def samples_saved(scratch: np.ndarray, finetune: np.ndarray) -> float:
     return a - b
 
 
+def samples_to(run: Run, level: float) -> float:
+    """Paid measurements when the run's best speedup first reached ``level`` (inf: never)."""
+    return samples_to_level(run.iterations, run.best_speedup, level, rtol=REACH_TOLERANCE)
+
+
 def mode_result(mode: str, runs: Sequence[Run], level: dict[str, float]) -> ModeResult:
+    """One mode's runs by seed and their arrays."""
     runs = sorted(runs, key=lambda r: r.seed)
     return ModeResult(
         mode=mode,
@@ -220,22 +191,22 @@ def mode_result(mode: str, runs: Sequence[Run], level: dict[str, float]) -> Mode
     )
 
 
-def analyse(cfg: TransferConfig) -> TransferResult | None:
-    """Read the pretraining and the chip runs; None when no chip run has finished."""
-    notes: list[str] = []
-    pre, left = read_runs(cfg.out / "pretrain")
-    notes += left
+def analyse(cfg: DictConfig, out: Path) -> TransferResult:
+    """Read the pretraining and the chip runs (those of the plan's budget); the study ends
+    with one line when no chip run has finished."""
+    out = Path(out)
+    found = read_runs(out / "pretrain")
+    notes = [str(p) for p in found.problems]
     by_mode: dict[str, list[Run]] = {}
     for mode in MODES:
-        runs, left = read_runs(cfg.out / mode)
-        notes += left
-        runs = [r for r in runs if r.budget == cfg.budget]
+        chip = read_runs(out / mode)
+        notes += [str(p) for p in chip.problems]
+        runs = [r for r in chip.runs if r.budget == cfg.budget]
         if runs:
             by_mode[mode] = runs
     every = [r for rs in by_mode.values() for r in rs]
     if not every:
-        log.warning("%s: no finished chip run", cfg.out)
-        return None
+        raise SystemExit(f"chip-transfer: no finished chip run under {out}")
     best = max(r.final_speedup for r in every)
     level = {"compiler": 1.0, "99%": 0.99 * best}
     modes = {m: mode_result(m, rs, level) for m, rs in by_mode.items()}
@@ -247,10 +218,10 @@ def analyse(cfg: TransferConfig) -> TransferResult | None:
             saved[name] = samples_saved(scratch, tuned)
             tests[name] = compare(tuned, scratch)
     return TransferResult(
-        workload=cfg.workload,
-        chip_workload=cfg.target_workload,
-        chip=cfg.chip_label,
-        pretrain=pre[0] if pre else None,
+        workload=str(cfg.workload),
+        chip_workload=chip_workload(cfg),
+        chip=chip_label(cfg),
+        pretrain=found.runs[0] if found.runs else None,
         modes=modes,
         best=best,
         levels=level,
@@ -261,6 +232,10 @@ def analyse(cfg: TransferConfig) -> TransferResult | None:
 
 
 # ------------------------------------------------------------------ report
+def _count(x: float) -> str:
+    return "never" if math.isinf(x) else f"{x:.0f}"
+
+
 def saved_sentence(result: TransferResult) -> str:
     """What fine-tuning saved, in words, level by level (or that it saved none)."""
     if not result.saved:
@@ -290,18 +265,7 @@ def saved_sentence(result: TransferResult) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def _count(x: float) -> str:
-    return "never" if math.isinf(x) else f"{x:.0f}"
-
-
-def report_markdown(
-    result: TransferResult,
-    figure: str | None,
-    seeds: int,
-    commands: Sequence[str] = (),
-    machine: str = "",
-) -> str:
-    """The ``chip-transfer`` section of the results page."""
+def intro(result: TransferResult, seeds: int, machine: str) -> str:
     pre = result.pretrain
     pre_text = (
         f"EGRL pretrained on NNP-I `{result.workload}` for {pre.budget} paid measurements "
@@ -309,9 +273,7 @@ def report_markdown(
         if pre is not None
         else "no finished pretraining run"
     )
-    lines = [
-        "## From cost model to chip",
-        "",
+    return (
         f"{pre_text}, then EGRL on the chip `{result.chip}` (workload "
         f"`{result.chip_workload}`), from scratch and fine-tuned from the pretrained policy "
         f"(`init_from=`), {seeds} seeds each" + (f", on {machine}" if machine else "") + ". "
@@ -320,27 +282,32 @@ def report_markdown(
         "over the chip's compiler first reached the level: median [min-max] over the runs "
         "that reached it (how many did). `first generation`: the best speedup after the first "
         f"generation (the fine-tuned runs: the pretrained policy's zero-shot maps). 99% is of "
-        f"the best map any chip run found, {result.best:.4f}x (the chip has no exact optimum).",
-        "",
-        "| EGRL on the chip | runs | to the chip compiler (1.0x) "
-        f"| to 99% of the best ({result.levels['99%']:.4f}x) | first generation (samples) "
-        "| final speedup |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for m in result.modes.values():
-        first = f"{value_spread(m.first)} ({value_spread(m.first_samples, '{:.0f}')})"
-        lines.append(
-            f"| {m.mode} | {len(m.runs)} | {spread(m.samples['compiler'])} "
-            f"| {spread(m.samples['99%'])} | {first} | {value_spread(m.final)} |"
+        f"the best map any chip run found, {result.best:.4f}x (the chip has no exact optimum)."
+    )
+
+
+def table_markdown(result: TransferResult) -> str:
+    """One row per mode: samples to each level, the first generation, the final speedup."""
+    header = (
+        "EGRL on the chip",
+        "runs",
+        "to the chip compiler (1.0x)",
+        f"to 99% of the best ({result.levels['99%']:.4f}x)",
+        "first generation (samples)",
+        "final speedup",
+    )
+    rows = [
+        (
+            m.mode,
+            len(m.runs),
+            format_samples(m.samples["compiler"]),
+            format_samples(m.samples["99%"]),
+            f"{median_range(m.first)} ({median_range(m.first_samples, '{:.0f}')})",
+            median_range(m.final),
         )
-    lines += ["", saved_sentence(result), ""]
-    if figure:
-        lines += [f"![chip transfer]({figure})", ""]
-    if result.notes:
-        lines += ["Left out:", "", *(f"- {n}" for n in result.notes), ""]
-    if commands:
-        lines += ["Reproduce:", "", "```", *commands, "```", ""]
-    return "\n".join(lines)
+        for m in result.modes.values()
+    ]
+    return markdown_table(header, rows)
 
 
 def plot_transfer(result: TransferResult, path: str | Path) -> Path:
@@ -351,4 +318,25 @@ def plot_transfer(result: TransferResult, path: str | Path) -> Path:
     ]
     references = {"chip compiler": 1.0, f"best found ({result.best:.4f}x)": result.best}
     title = f"NNP-I {result.workload} -> chip, {result.chip_workload}"
-    return plot_curves(series, references, title, path)
+    return plot_median_curves(series, references, title, path)
+
+
+def render(cfg: DictConfig, result: TransferResult, page: Page) -> str:
+    """The ``chip-transfer`` section and its figure, ``chip_transfer_<chip workload>.png``."""
+    png = plot_transfer(result, page.figure(f"chip_transfer_{result.chip_workload}.png"))
+    lines = [
+        "## From cost model to chip",
+        "",
+        intro(result, cfg.seeds, page.machine),
+        "",
+        table_markdown(result),
+        "",
+        saved_sentence(result),
+        "",
+        f"![chip transfer]({page.link(png)})",
+        "",
+    ]
+    if result.notes:
+        lines += ["Left out:", "", *(f"- {n}" for n in result.notes), ""]
+    lines += ["Reproduce:", "", "```", page.command, "```", ""]
+    return "\n".join(lines)
