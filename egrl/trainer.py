@@ -51,8 +51,9 @@ from egrl.env import Env, Evaluation
 from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
 from egrl.portfolio import LearnerPortfolio
 from egrl.replay import ReplayBuffer
+from egrl.rundir import RunDir
 from egrl.sac import SACDiscrete, uniform_entropy
-from egrl.transfer import SNAPSHOT_DIR, write_snapshot
+from egrl.transfer import write_snapshot
 from egrl.warm_start import warm_start
 from policies import GraphUNetActor, seeded_init
 from populations import MixedPopulation
@@ -542,7 +543,7 @@ class Trainer(SearchAgent):
             "in_dim": str(int(self.env.graph.x.shape[1])),
             "num_choices": json.dumps(self.num_choices),
         }
-        path = self.run_dir / SNAPSHOT_DIR / f"iter_{self.iterations:06d}.safetensors"
+        path = RunDir(self.run_dir).snapshot(self.iterations)
         return write_snapshot(path, actors, meta)
 
     # ------------------------------------------------------------ checkpoints
