@@ -43,12 +43,14 @@ PLAN_DIR = ROOT / "configs" / "study"
 #: the file in a study's output directory that records how its runs were planned
 RECORD_FILE = "study.yaml"
 #: what every plan starts from: where its section and figures go, how its runs are
-#: launched (Hydra launcher overrides) and the overrides every run gets
+#: launched (Hydra launcher overrides) and the overrides every run gets (the plan's
+#: ``overrides``, then the user's ``set``)
 DEFAULTS = {
     "page": "docs/results.md",
     "figures": "docs/figures",
     "launcher": ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"],
     "overrides": ["threads=1", "progress=false"],
+    "set": [],  # more overrides for every run, typed as set='[key=value,...]'
 }
 
 
@@ -180,6 +182,7 @@ def train_command(
         "-m",
         *overrides,
         *cfg.get("overrides", []),
+        *cfg.get("set", []),
         f"seed={','.join(str(s) for s in seeds)}",
         "continue_runs=true",
         *cfg.get("launcher", []),

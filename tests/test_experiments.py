@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import yaml
 
-from egrl.experiments import aggregate, collect_runs, step_values, sweep_record, swept_keys
-from egrl.experiments.optimum import CACHE_FILE, optimum_speedups
+from egrl.aggregate import aggregate, step_values, sweep_record, swept_keys
+from egrl.aggregate.optimum import CACHE_FILE, optimum_speedups
+from egrl.runs import collect_runs
 
 METRICS_HEADER = ["generation", "iterations", "wall_s", "best_reward", "best_speedup"]
 
@@ -220,7 +221,7 @@ def test_optimum_from_agent_run_and_from_cache(tmp_path, monkeypatch):
     def no_solve(*args, **kwargs):
         raise AssertionError("the optimum should come from the run and the cache")
 
-    monkeypatch.setattr("egrl.experiments.optimum.solve_optimum", no_solve)
+    monkeypatch.setattr("egrl.aggregate.optimum.solve_optimum", no_solve)
     agg = aggregate([runs_root], out_dir=cache, figures=False)
     assert [r.agent for r in agg.reference] == ["optimum"]  # finished with its one evaluation
     assert {g.get("agent") for g in agg.groups} == {"sa"}

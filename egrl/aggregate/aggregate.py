@@ -21,7 +21,6 @@ from pathlib import Path
 from egrl.aggregate.curves import write_curves
 from egrl.aggregate.figures import agent_colors, plot_workload
 from egrl.aggregate.optimum import OptimumInfo, optimum_speedups
-from egrl.runs import Problem, Run, collect_runs
 from egrl.aggregate.summary import (
     BASE_KEYS,
     PAPER_WORKLOADS,
@@ -37,6 +36,7 @@ from egrl.aggregate.tables import (
     problems_list,
     write_final_csv,
 )
+from egrl.runs import Problem, Run, collect_runs
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from egrl.aggregate.curves import common_grid, mean_band  # noqa: E402
 from egrl.aggregate.optimum import OptimumInfo  # noqa: E402
-from egrl.runs import Run  # noqa: E402
 from egrl.aggregate.summary import PAPER_AGENTS, group_key, group_order  # noqa: E402
+from egrl.runs import Run  # noqa: E402
 
 
 def agent_colors(agents: Sequence[str]) -> dict[str, tuple]:

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from egrl.aggregate.optimum import OptimumInfo
-from egrl.runs import Problem
 from egrl.aggregate.summary import BASE_KEYS, GroupStats, group_order
+from egrl.runs import Problem
 
 FINAL_COLUMNS = (
     "n",

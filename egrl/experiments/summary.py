@@ -1,6 +1,0 @@
-"""Moved to :mod:`egrl.aggregate.summary` (this alias goes with the old study modules)."""
-
-import importlib
-import sys
-
-sys.modules[__name__] = importlib.import_module("egrl.aggregate.summary")
