@@ -33,7 +33,7 @@ from egrl.aggregate.curves import common_grid, mean_band, step_values
 from egrl.aggregate.optimum import optimum_speedups
 from egrl.rundir import RunDir
 from egrl.runs import Run, collect_runs
-from studies.render import markdown_table, pyplot, save_figure
+from studies.render import markdown_table, pyplot, reproduce, save_figure
 from studies.runner import Page, RunSpec, read_runs
 from studies.stats import (
     best_known,
@@ -289,5 +289,5 @@ def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
     for r in result:
         png = plot_problem(r, page.figure(f"ablation_{r.problem}.png"))
         lines += problem_markdown(r, page.link(png))
-    lines += ["Reproduce:", "", "```", page.command, "```", ""]
+    lines += reproduce(page.command)
     return "\n".join(lines)

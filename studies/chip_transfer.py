@@ -34,7 +34,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from egrl.runs import Run
-from studies.render import markdown_table, plot_median_curves
+from studies.render import left_out, markdown_table, plot_median_curves, reproduce
 from studies.runner import ROOT, Page, RunSpec, hydra_quote, read_runs
 from studies.stats import compare, format_samples, median_range, samples_to_level
 
@@ -336,7 +336,6 @@ def render(cfg: DictConfig, result: TransferResult, page: Page) -> str:
         f"![chip transfer]({page.link(png)})",
         "",
     ]
-    if result.notes:
-        lines += ["Left out:", "", *(f"- {n}" for n in result.notes), ""]
-    lines += ["Reproduce:", "", "```", page.command, "```", ""]
+    lines += left_out(result.notes)
+    lines += reproduce(page.command)
     return "\n".join(lines)

@@ -45,6 +45,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], alig
     return "\n".join(lines)
 
 
+def left_out(notes: Sequence[str]) -> list[str]:
+    """``Left out:`` and one bullet per note (no lines when there are none)."""
+    return ["Left out:", "", *(f"- {n}" for n in notes), ""] if notes else []
+
+
+def reproduce(command: str) -> list[str]:
+    """``Reproduce:`` and the command in a code block."""
+    return ["Reproduce:", "", "```", command, "```", ""]
+
+
 # ------------------------------------------------------------------ figures
 def pyplot():
     """matplotlib's pyplot on the Agg backend (no screen needed)."""

@@ -39,7 +39,7 @@ from omegaconf import DictConfig
 
 from egrl.aggregate.optimum import optimum_speedups
 from egrl.runs import Run, load_config
-from studies.render import markdown_table, plot_median_curves
+from studies.render import left_out, markdown_table, plot_median_curves, reproduce
 from studies.runner import Page, RunSpec, hydra_quote, read_runs
 from studies.stats import (
     best_known,
@@ -436,8 +436,7 @@ def problem_markdown(result: ProblemSamples, figure: str) -> list[str]:
         f"![{result.problem.label}]({figure})",
         "",
     ]
-    if result.notes:
-        lines += ["Left out:", "", *(f"- {n}" for n in result.notes), ""]
+    lines += left_out(result.notes)
     return lines
 
 
@@ -452,5 +451,5 @@ def render(cfg: DictConfig, result: list[ProblemSamples], page: Page) -> str:
     for r in result:
         png = plot_problem(r, page.figure(figure_name(r.problem)))
         lines += problem_markdown(r, page.link(png))
-    lines += ["Reproduce:", "", "```", page.command, "```", ""]
+    lines += reproduce(page.command)
     return "\n".join(lines)

@@ -104,6 +104,12 @@ def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> 
     return best, "runs"
 
 
+def finite(values: Sequence[float]) -> np.ndarray:
+    """float64 ``[K]``: the finite ones of ``values`` (NaN and inf dropped)."""
+    a = np.asarray(values, dtype=np.float64)
+    return a[np.isfinite(a)]
+
+
 class MeanStd(NamedTuple):
     """Mean, sample standard deviation (0 for one value) and count of the finite values."""
 
@@ -114,8 +120,7 @@ class MeanStd(NamedTuple):
 
 def mean_std(values: Sequence[float]) -> MeanStd:
     """:class:`MeanStd` of the finite ``values`` (NaN, NaN, 0 when there are none)."""
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
+    a = finite(values)
     if a.size == 0:
         return MeanStd(math.nan, math.nan, 0)
     return MeanStd(float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0, int(a.size))
@@ -135,8 +140,7 @@ def format_mean_std(
 
 def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-") -> str:
     """``"median [min-max]"`` of the finite ``values``; one value alone; ``empty`` when none."""
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
+    a = finite(values)
     if a.size == 0:
         return empty
     if a.size == 1:
@@ -147,8 +151,7 @@ def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-")
 
 def format_share(values: Sequence[float], center: str = "mean", empty: str = "-") -> str:
     """``"36%"``: the mean (or ``center="median"``) of the finite shares ``values``."""
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
+    a = finite(values)
     if a.size == 0:
         return empty
     value = np.median(a) if center == "median" else a.mean()

@@ -39,7 +39,7 @@ from omegaconf import DictConfig
 
 from egrl.rundir import RunDir
 from egrl.runs import Run
-from studies.render import markdown_table, pyplot, save_figure
+from studies.render import markdown_table, pyplot, reproduce, save_figure
 from studies.runner import Page, RunSpec, read_runs
 from studies.stats import format_mean_std, mean_std
 
@@ -576,5 +576,5 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
     ]
     for label, path in layouts.items():
         lines += [f"![{label}]({page.link(path)})", ""]
-    lines += ["Reproduce:", "", "```", page.command, "```", ""]
+    lines += reproduce(page.command)
     return "\n".join(lines)
