@@ -40,12 +40,11 @@ from egrl.aggregate import Aggregate, aggregate
 from egrl.aggregate.aggregate import draw_figures
 from egrl.aggregate.launch import MULTIRUN_FILE, SweepRecord, sweep_record
 from egrl.aggregate.summary import PAPER_AGENTS, PAPER_WORKLOADS, GroupStats
-from egrl.aggregate.tables import final_table, optimum_table, pivot_table, problems_list
+from egrl.aggregate.tables import final_table, mean_std, optimum_table, pivot_table, problems_list
 from egrl.rundir import TRANSFER_CSV, RunDir
 from studies import runner
 from studies.render import markdown_table
 from studies.runner import CommandSpec, Page, RunSpec, read_runs
-from studies.stats import MeanStd, format_mean_std
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +182,7 @@ def cells(groups: Sequence[GroupStats]) -> dict[tuple[str, str], GroupStats]:
 
 
 def _fmt(g: GroupStats) -> str:
-    return f"{format_mean_std(MeanStd(g.mean, g.std, g.n), '{:.3f}', '–')} (n={g.n})"
+    return f"{mean_std(g.mean, g.std)} (n={g.n})"
 
 
 def _separated(a: GroupStats, b: GroupStats) -> bool:

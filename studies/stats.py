@@ -15,10 +15,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import mannwhitneyu
+
+from egrl.aggregate.stats import MeanStd, finite, format_mean_std, mean_std
+
+__all__ = [  # mean and spread are the library's (egrl.aggregate.stats), shared with its tables
+    "MeanStd",
+    "best_known",
+    "compare",
+    "finite",
+    "first_share",
+    "format_mean_std",
+    "format_samples",
+    "format_share",
+    "geomean",
+    "mann_whitney",
+    "mean_std",
+    "median_range",
+    "samples_to_level",
+]
 
 #: absolute slack of a level comparison (a value equal to the level up to rounding reaches it)
 LEVEL_SLACK = 1e-12
@@ -102,40 +119,6 @@ def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> 
     if optimum is not None and math.isfinite(optimum):
         return (float(optimum), "solver") if optimum >= best else (best, "run")
     return best, "runs"
-
-
-def finite(values: Sequence[float]) -> np.ndarray:
-    """float64 ``[K]``: the finite ones of ``values`` (NaN and inf dropped)."""
-    a = np.asarray(values, dtype=np.float64)
-    return a[np.isfinite(a)]
-
-
-class MeanStd(NamedTuple):
-    """Mean, sample standard deviation (0 for one value) and count of the finite values."""
-
-    mean: float
-    std: float
-    n: int
-
-
-def mean_std(values: Sequence[float]) -> MeanStd:
-    """:class:`MeanStd` of the finite ``values`` (NaN, NaN, 0 when there are none)."""
-    a = finite(values)
-    if a.size == 0:
-        return MeanStd(math.nan, math.nan, 0)
-    return MeanStd(float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0, int(a.size))
-
-
-def format_mean_std(
-    values: Sequence[float] | MeanStd, fmt: str = "{:.4f}", empty: str = "-"
-) -> str:
-    """``"1.2340 ± 0.0560"`` of ``values`` (or of a :class:`MeanStd`); ``empty`` when none."""
-    ms = values if isinstance(values, MeanStd) else mean_std(values)
-    if ms.n == 0 or not math.isfinite(ms.mean):
-        return empty
-    if not math.isfinite(ms.std):
-        return fmt.format(ms.mean)
-    return f"{fmt.format(ms.mean)} ± {fmt.format(ms.std)}"
 
 
 def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-") -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from egrl.aggregate.optimum import OptimumInfo
+from egrl.aggregate.stats import MeanStd, format_mean_std
 from egrl.aggregate.summary import BASE_KEYS, GroupStats, group_order
 from egrl.runs import Problem
 
@@ -25,12 +26,8 @@ FINAL_COLUMNS = (
 
 
 def mean_std(mean: float, std: float, digits: int = 3) -> str:
-    """``1.234 ± 0.056``; a single sample has no ± part."""
-    if not math.isfinite(mean):
-        return "–"
-    if not math.isfinite(std):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    """``1.234 ± 0.056``; a single sample (NaN std) has no ± part; ``–`` for no mean."""
+    return format_mean_std(MeanStd(mean, std, 1), f"{{:.{digits}f}}", "–")
 
 
 def _optimum_cell(opt: OptimumInfo | None) -> str:
