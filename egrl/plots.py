@@ -61,6 +61,17 @@ def _finish(fig, ax, path: Path, ylabel: str, title: str, legend_loc: str) -> Pa
     ax.legend(loc=legend_loc)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path, dpi: int | None = None) -> Path:
+    """Write ``fig`` to ``path`` (its folder made) and close it; every figure of the
+    toolkit and its studies is saved here."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if dpi is None:
+        fig.savefig(path)
+    else:
+        fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.aggregate.curves import step_values
+from egrl.plots import save_figure
 from egrl.runs import Run
 
 
@@ -58,24 +59,9 @@ def reproduce(command: str) -> list[str]:
 # ------------------------------------------------------------------ figures
 def pyplot():
     """matplotlib's pyplot on the Agg backend (no screen needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from egrl.plots import plt
 
     return plt
-
-
-def save_figure(fig, path: str | Path, dpi: int | None = None) -> Path:
-    """Write ``fig`` to ``path`` (parents made) and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if dpi is None:
-        fig.savefig(path)
-    else:
-        fig.savefig(path, dpi=dpi)
-    pyplot().close(fig)
-    return path
 
 
 def log_grid(runs: Sequence[Run], points: int = 200) -> np.ndarray:

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from egrl.aggregate.curves import common_grid, mean_band  # noqa: E402
 from egrl.aggregate.optimum import OptimumInfo  # noqa: E402
 from egrl.aggregate.summary import PAPER_AGENTS, group_key, group_order  # noqa: E402
+from egrl.plots import save_figure  # noqa: E402
 from egrl.runs import Run  # noqa: E402
 
 
@@ -84,6 +85,4 @@ def plot_workload(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
