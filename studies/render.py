@@ -23,29 +23,31 @@ from pathlib import Path
 import numpy as np
 
 from egrl.aggregate.curves import step_values
+from egrl.aggregate.tables import markdown_table
 from egrl.plots import save_figure
 from egrl.runs import Run
 
+# tables and figure saving are the library's (egrl.aggregate.tables, egrl.plots), shared
+# with its sweep reports
+__all__ = [
+    "cpu_model",
+    "left_out",
+    "log_grid",
+    "machine",
+    "markdown_table",
+    "median_curve",
+    "other_sections",
+    "plot_median_curves",
+    "pyplot",
+    "read_section",
+    "relative_link",
+    "reproduce",
+    "save_figure",
+    "write_section",
+]
+
 
 # ------------------------------------------------------------------ tables
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> str:
-    """A markdown table.
-
-    Args:
-        header: the column titles.
-        rows: one sequence of cells per row (``str()`` of each).
-        align: one letter per column, ``l`` (``---``) or ``r`` (``---:``); missing letters
-            mean ``l`` for the first column and ``r`` for the others.
-    """
-    marks = []
-    for i in range(len(header)):
-        side = align[i] if i < len(align) else ("l" if i == 0 else "r")
-        marks.append("---:" if side == "r" else "---")
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def left_out(notes: Sequence[str]) -> list[str]:
     """``Left out:`` and one bullet per note (no lines when there are none)."""
     return ["Left out:", "", *(f"- {n}" for n in notes), ""] if notes else []

@@ -25,6 +25,24 @@ FINAL_COLUMNS = (
 )
 
 
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> str:
+    """A markdown table.
+
+    Args:
+        header: the column titles.
+        rows: one sequence of cells per row (``str()`` of each).
+        align: one letter per column, ``l`` (``---``) or ``r`` (``---:``); missing letters
+            mean ``l`` for the first column and ``r`` for the others.
+    """
+    marks = []
+    for i in range(len(header)):
+        side = align[i] if i < len(align) else ("l" if i == 0 else "r")
+        marks.append("---:" if side == "r" else "---")
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def mean_std(mean: float, std: float, digits: int = 3) -> str:
     """``1.234 ± 0.056``; a single sample (NaN std) has no ± part; ``–`` for no mean."""
     return format_mean_std(MeanStd(mean, std, 1), f"{{:.{digits}f}}", "–")
@@ -52,7 +70,7 @@ def final_table(groups: Sequence[GroupStats], optimum: dict[str, OptimumInfo]) -
         "optimum",
         "% of optimum",
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---|" * len(extra) + "---:|" * 7]
+    rows = []
     for g in groups:
         opt = optimum.get(g.get("workload"))
         share = f"{100 * g.mean / opt.speedup:.1f}%" if opt is not None else "–"
@@ -68,8 +86,8 @@ def final_table(groups: Sequence[GroupStats], optimum: dict[str, OptimumInfo]) -
             _optimum_cell(opt),
             share,
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return markdown_table(head, rows, "ll" + "l" * len(extra))
 
 
 def pivot_table(
@@ -85,12 +103,9 @@ def pivot_table(
     """
     labels = list(dict.fromkeys(g.label for g in groups))
     cell = {(g.label, g.get("workload")): g for g in groups}
-    lines = [
-        "| agent | " + " | ".join(workloads) + " |",
-        "|---|" + "---:|" * len(workloads),
-    ]
+    rows = []
     for label in labels:
-        row = []
+        row = [label]
         for w in workloads:
             g = cell.get((label, w))
             if g is None:
@@ -99,24 +114,21 @@ def pivot_table(
                 row.append(f"{g.wall_mean:.1f}")
             else:
                 row.append(f"{mean_std(g.mean, g.std)} (n={g.n})")
-        lines.append(f"| {label} | " + " | ".join(row) + " |")
+        rows.append(row)
     if value == "speedup":
-        row = [_optimum_cell(optimum.get(w)) for w in workloads]
-        lines.append("| **optimum** | " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(["**optimum**", *(_optimum_cell(optimum.get(w)) for w in workloads)])
+    return markdown_table(["agent", *workloads], rows)
 
 
 def optimum_table(optimum: dict[str, OptimumInfo]) -> str:
     """Markdown: the optimum per workload with its proof status and source."""
-    lines = [
-        "| workload | optimum speedup | proven / gap | solver wall s | source |",
-        "|---|---:|---|---:|---|",
-    ]
+    rows = []
     for w in sorted(optimum, key=lambda w: group_order({"workload": w})):
         o = optimum[w]
         wall = f"{o.wall_s:.1f}" if math.isfinite(o.wall_s) else "–"
-        lines.append(f"| {w} | {o.speedup:.4f} | {o.tag} | {wall} | {o.source} |")
-    return "\n".join(lines)
+        rows.append([w, f"{o.speedup:.4f}", o.tag, wall, o.source])
+    head = ["workload", "optimum speedup", "proven / gap", "solver wall s", "source"]
+    return markdown_table(head, rows, "lrlrl")
 
 
 def problems_list(problems: Sequence[Problem]) -> str:
