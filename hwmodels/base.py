@@ -88,6 +88,8 @@ class Target(ABC):
     * :meth:`measure` for every batch of maps any agent proposes, with the policy's
       probabilities when :attr:`wants_probabilities` is true.
     * :meth:`optimum` when a user or the ``optimum`` agent asks for the exact answer.
+    * :meth:`describe` (and :attr:`description_names`) by a screen that ranks proposed
+      maps before paying for them; free, never a measurement.
     """
 
     #: decision heads and the names of their choices (no order is implied: choice 0
@@ -195,6 +197,30 @@ class Target(ABC):
             name -> float64 ``[B]`` (the names of :attr:`map_value_names`, in that order).
         """
         return {}
+
+    @property
+    def description_names(self) -> list[str]:
+        """Names of the ``F`` columns of :meth:`describe`, in order (none by default)."""
+        return []
+
+    def describe(self, maps: np.ndarray) -> np.ndarray:
+        """A cheap description of each map, read without measuring it.
+
+        What a learned screen (TVM-style cost model) reads beside the map's one-hot
+        choices to rank candidates before any is paid for: quantities the target knows
+        from the map alone (bytes per memory level, per-chip loads, constraints broken,
+        an analytical latency), never a measurement, a repair or a solver. It is
+        vectorised over the batch, so a screen may call it on thousands of candidates,
+        and computed on the maps as the agent proposed them (before any repair). The
+        default describes nothing: a screen then uses the one-hot choices alone.
+
+        Args:
+            maps: int ``[B, N, H]``, every choice in range.
+
+        Returns:
+            float64 ``[B, F]``, ``F = len(description_names)``, finite; ``[B, 0]`` by default.
+        """
+        return np.zeros((len(maps), len(self.description_names)), dtype=np.float64)
 
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
         """Solve the cost model exactly (or with a proven bound) where the target allows it.

@@ -47,11 +47,16 @@ def compute_ps(flow: Dataflow, parts: np.ndarray) -> np.ndarray:
     return chip_sums(parts, flow.compute_ps, flow.num_chips)
 
 
-def chip_time_ps(flow: Dataflow, parts: np.ndarray) -> np.ndarray:
-    """int64 ``[B, C]``: compute plus input and output link time of each chip in ps."""
+def chip_traffic_bytes(flow: Dataflow, parts: np.ndarray) -> np.ndarray:
+    """int64 ``[B, C]``: bytes on each chip's input and output links together."""
     link = link_bytes(flow, parts)
     inbound = np.pad(link[:, :-1], ((0, 0), (1, 0)))
-    return compute_ps(flow, parts) + (inbound + link) * flow.ps_per_byte
+    return inbound + link
+
+
+def chip_time_ps(flow: Dataflow, parts: np.ndarray) -> np.ndarray:
+    """int64 ``[B, C]``: compute plus input and output link time of each chip in ps."""
+    return compute_ps(flow, parts) + chip_traffic_bytes(flow, parts) * flow.ps_per_byte
 
 
 def latency_ps(flow: Dataflow, parts: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
-from hwmodels.mcm import cost
+from hwmodels.mcm import cost, description
 from hwmodels.mcm.constraints import Violations, check
 from hwmodels.mcm.dataflow import Dataflow
 from hwmodels.mcm.native import NATIVE_COMPILERS, dp_split, greedy_split
@@ -120,6 +120,18 @@ class MCMTarget(Target):
     def latency_ps(self, maps: np.ndarray) -> np.ndarray:
         """int64 ``[B]``: slowest-chip time in ps of ``maps`` ``[B, N, 1]`` as given."""
         return cost.latency_ps(self.flow, self._parts(maps))
+
+    @property
+    def description_names(self) -> list[str]:
+        """Columns of :meth:`describe` (:func:`hwmodels.mcm.description.description_names`)."""
+        return description.description_names(self.params.num_chips)
+
+    def describe(self, maps: np.ndarray) -> np.ndarray:
+        """float64 ``[B, 5 C + 12]``: per-chip compute, memory, overflow, link and time
+        loads, the slowest chip, cut edges and the constraints broken by ``maps``
+        ``[B, N, 1]`` as given (no repair, no measurement); see
+        :mod:`hwmodels.mcm.description`."""
+        return description.describe(self.flow, self._parts(maps))
 
     def _generators(self, parts: np.ndarray, probs: np.ndarray | None) -> list:
         """One generator per map, seeded by ``seed`` and the map's bytes (and its ``probs``).

@@ -22,6 +22,7 @@ from hwmodels.nnpi.compiler import (
     sequential_levels,
 )
 from hwmodels.nnpi.cost import NodeCosts
+from hwmodels.nnpi.description import describe, description_names
 from hwmodels.nnpi.occupancy import Tensors, check_fits_in_dram
 from hwmodels.nnpi.params import DRAM, FS_PER_S, LEVELS, NNPIParams
 from workloads.ir import Workload
@@ -79,7 +80,7 @@ class NNPITarget(Target):
             )
         if maps.size and (maps.min() < 0 or maps.max() >= len(LEVELS)):
             raise ValueError(f"nnpi map choices must be in 0..{len(LEVELS) - 1} ({LEVELS})")
-        return maps.astype(np.int64, copy=False).reshape(len(maps), -1)
+        return maps.astype(np.int64, copy=False).reshape(len(maps), 2 * self.num_units)
 
     def latency_fs(self, maps: np.ndarray) -> np.ndarray:
         """int64 ``[B]``: latency in fs of ``maps`` ``[B, N, 2]`` as given (not rectified)."""
@@ -119,6 +120,17 @@ class NNPITarget(Target):
             reassigned_ratio=moved / total,
             latency_s=self.costs.latency_fs(rectified) / FS_PER_S,
         )
+
+    @property
+    def description_names(self) -> list[str]:
+        """Columns of :meth:`describe` (:func:`hwmodels.nnpi.description.description_names`)."""
+        return description_names()
+
+    def describe(self, maps: np.ndarray) -> np.ndarray:
+        """float64 ``[B, F]``: bytes per level, overflow, decisions in overflow and the
+        cost model's latency of ``maps`` ``[B, N, 2]`` as given (no repair, no
+        measurement); see :mod:`hwmodels.nnpi.description`."""
+        return describe(self._levels(maps), self.tensors, self.capacity, self.costs)
 
     # ------------------------------------------------------------- answers
     @cached_property
