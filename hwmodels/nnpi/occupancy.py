@@ -19,6 +19,9 @@ import numpy as np
 from hwmodels.nnpi.params import DRAM, LEVELS
 from workloads.ir import Workload
 
+#: sums of bytes below this are exact in float64
+_EXACT_FLOAT = 2**53
+
 
 @dataclass(frozen=True)
 class Tensors:
@@ -65,9 +68,12 @@ class Tensors:
         Args:
             levels: int ``[B, T]``: level of every tensor.
         """
-        live = self.live().astype(np.int64)
         onehot = levels[:, None, :] == np.arange(len(LEVELS))[None, :, None]  # [B, L, T]
-        return (onehot * self.nbytes) @ live
+        if self.total_bytes >= _EXACT_FLOAT:  # beyond float64's integers: integer matmul
+            return (onehot * self.nbytes) @ self.live().astype(np.int64)
+        # float64 matmul (BLAS) is exact on integers below 2**53 and ~3x faster
+        sums = (onehot * self.nbytes.astype(np.float64)) @ self.live().astype(np.float64)
+        return np.rint(sums).astype(np.int64)
 
     def maximal_live_sets(self) -> list[np.ndarray]:
         """Indices of the activations live together at some step, maximal sets only.
