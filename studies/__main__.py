@@ -14,6 +14,8 @@ import argparse
 import logging
 import sys
 
+from omegaconf.errors import OmegaConfBaseException
+
 from studies import runner
 
 
@@ -34,10 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         for name in runner.study_names():
             print(name)
         return 0
-    if args.command == "report":
-        print(runner.report(args.study, args.overrides))
-        return 0
-    return 1 if runner.run(args.study, args.overrides) else 0
+    try:
+        if args.command == "report":
+            print(runner.report(args.study, args.overrides))
+            return 0
+        return 1 if runner.run(args.study, args.overrides) else 0
+    except (runner.StudyError, OmegaConfBaseException) as err:
+        print(f"python -m studies: {err}".splitlines()[0], file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

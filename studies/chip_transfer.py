@@ -35,7 +35,7 @@ from omegaconf import DictConfig
 
 from egrl.runs import Run
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
-from studies.runner import ROOT, Page, RunSpec, hydra_quote, read_runs
+from studies.runner import ROOT, Page, RunSpec, StudyError, hydra_quote, read_runs
 from studies.stats import compare, format_samples, median_range, samples_to_level
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def check(cfg: DictConfig) -> None:
     """Budgets and seeds of at least 1, else the study ends with one line."""
     for name in ("pretrain_budget", "budget", "seeds"):
         if int(cfg[name]) < 1:
-            raise SystemExit(f"chip-transfer: {name}={cfg[name]} is invalid: expected >= 1")
+            raise StudyError(f"chip-transfer: {name}={cfg[name]} is invalid: expected >= 1")
 
 
 def chip_specs(cfg: DictConfig, mode: str, extra: Sequence[str] = ()) -> list[RunSpec]:
@@ -206,7 +206,7 @@ def analyse(cfg: DictConfig, out: Path) -> TransferResult:
             by_mode[mode] = runs
     every = [r for rs in by_mode.values() for r in rs]
     if not every:
-        raise SystemExit(f"chip-transfer: no finished chip run under {out}")
+        raise StudyError(f"chip-transfer: no finished chip run under {out}")
     best = max(r.final_speedup for r in every)
     level = {"compiler": 1.0, "99%": 0.99 * best}
     modes = {m: mode_result(m, rs, level) for m, rs in by_mode.items()}

@@ -54,6 +54,11 @@ DEFAULTS = {
 }
 
 
+class StudyError(SystemExit):
+    """A plan, an override or the runs of a study cannot be used: ``python -m studies``
+    answers with this one line and exit status 2."""
+
+
 # ------------------------------------------------------------------ plans
 def study_names() -> list[str]:
     """Every study with a plan under ``configs/study/`` (presets included)."""
@@ -71,7 +76,7 @@ def load_plan(name: str, overrides: Sequence[str] = ()) -> DictConfig:
     """
     path = Path(name) if name.endswith(".yaml") else PLAN_DIR / f"{name}.yaml"
     if not path.exists():
-        raise SystemExit(f"studies: no study {name!r} (known: {', '.join(study_names())})")
+        raise StudyError(f"no study {name!r} (known: {', '.join(study_names())})")
     cfg = OmegaConf.load(path)
     base = cfg.pop("extends", None)
     cfg = OmegaConf.merge(load_plan(str(base)) if base else DEFAULTS, cfg)
@@ -79,7 +84,7 @@ def load_plan(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         cfg.setdefault("study", path.stem)
     bad = [o for o in overrides if "=" not in o]
     if bad:
-        raise SystemExit(f"studies: {bad[0]!r} is not KEY=VALUE")
+        raise StudyError(f"{bad[0]!r} is not KEY=VALUE")
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
 
 

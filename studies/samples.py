@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 from egrl.aggregate.optimum import optimum_speedups
 from egrl.runs import Run, load_config
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
-from studies.runner import Page, RunSpec, hydra_quote, read_runs
+from studies.runner import Page, RunSpec, StudyError, hydra_quote, read_runs
 from studies.stats import (
     best_known,
     compare,
@@ -106,7 +106,7 @@ def problems_of(cfg: DictConfig) -> list[Problem]:
             raise ValueError(f"modes {unknown}: expected some of {list(MODES)}")
         return [parse_problem(str(p), list(cfg.targets)) for p in cfg.problems]
     except ValueError as err:
-        raise SystemExit(f"samples: {err}") from err
+        raise StudyError(f"samples: {err}") from err
 
 
 def installed_agents(agents: Sequence[str]) -> list[str]:

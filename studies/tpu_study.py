@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies.render import markdown_table, pyplot, reproduce, save_figure
-from studies.runner import Page, RunSpec, read_runs
+from studies.runner import Page, RunSpec, StudyError, read_runs
 from studies.stats import format_mean_std, mean_std
 
 if TYPE_CHECKING:
@@ -364,7 +364,7 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
     """Read every run's layouts and compute Table 2's, Table 3's and Figure 6's numbers."""
     traces, programs = read_traces(Path(out))
     if not traces:
-        raise FileNotFoundError(f"no tpu-study run under {out}")
+        raise StudyError(f"tpu-study: no run under {out}")
     problems = ordered({r.problem for r in traces}, list(cfg.problems))
     agents = ordered({r.agent for r in traces}, list(cfg.agents))
     sample = int(cfg.get("correlation_sample", 2000))

@@ -83,3 +83,20 @@ def test_run_skips_finished_runs_and_writes_the_section(tmp_path, monkeypatch):
         "seed=0,1,2,3",
     ]
     assert all("hydra/launcher=parallel" in c and "continue_runs=true" in c for c in launched)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "bogus"], "no study 'bogus'"),
+        (["report", "ablation", "seeds"], "'seeds' is not KEY=VALUE"),
+        (["report", "tpu-study", "out=/nonexistent/tpu"], "tpu-study: no run under"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys, tmp_path):
+    from studies.__main__ import main
+
+    assert main([*argv, f"page={tmp_path / 'page.md'}"] if len(argv) > 2 else argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m studies: ") and message in err and "\n" not in err
+    assert not (tmp_path / "page.md").exists()
