@@ -47,7 +47,7 @@ RECORD_FILE = "study.yaml"
 #: ``overrides``, then the user's ``set``)
 DEFAULTS = {
     "page": "docs/results.md",
-    "figures": "docs/figures",
+    "figures": None,  # None: a folder "figures" beside the page
     "launcher": ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"],
     "overrides": ["threads=1", "progress=false"],
     "set": [],  # more overrides for every run, typed as set='[key=value,...]'
@@ -299,7 +299,8 @@ def report(name: str, overrides: Sequence[str] = ()) -> Path:
     cfg = load_plan(name, overrides)
     out = Path(cfg.out)
     module = study_module(cfg)
-    page = Page(Path(cfg.page), Path(cfg.figures), recorded_command(out, name, overrides))
+    figures = Path(cfg.figures) if cfg.figures else Path(cfg.page).parent / "figures"
+    page = Page(Path(cfg.page), figures, recorded_command(out, name, overrides))
     result = module.analyse(cfg, out)
     text = module.render(cfg, result, page)
     source = f"python -m studies report {cfg.study}"
