@@ -86,6 +86,31 @@ class LearnerConfig(SACConfig):
 
 
 @dataclass
+class ScreenConfig:
+    """Screening: a cost model learned from the run's paid measurements picks what is paid.
+
+    ``name``: ``none`` (every proposal is measured, the other keys are ignored) or a
+    model of :data:`egrl.screening.models.MODELS` (``forest``). The agent proposes
+    ``pool`` times its usual batch (1: no screening); maps the measure cache knows are
+    free; of the new ones the model's top-ranked are paid, except a share ``explore``
+    drawn at random; screening starts after ``warmup`` paid measurements. The model is
+    fitted on at most ``max_train`` of them (drawn at random). ``prior`` and ``init_from``
+    are kept for models that start from other knowledge (not supported yet). Keys beyond
+    these land in ``options``: the model's own (``trees``, ``max_features``, ...).
+    ``docs/screening.md`` describes it.
+    """
+
+    name: str = "none"
+    pool: int = 1
+    explore: float = 0.0
+    warmup: int = 0
+    max_train: int = 1000
+    prior: str | None = None
+    init_from: str | None = None
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
 class TrainConfig:
     """One training run.
 
@@ -117,6 +142,7 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     population: PopulationConfig = field(default_factory=PopulationConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -127,6 +153,7 @@ _SECTIONS = {
     "policy": PolicyConfig,
     "population": PopulationConfig,
     "learner": LearnerConfig,
+    "screen": ScreenConfig,
 }
 
 

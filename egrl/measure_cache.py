@@ -143,6 +143,10 @@ class MeasureCache:
         paid[todo] = True
         return Answer(self._assemble([known[k] for k in keys[:answered]], maps.shape[1:]), paid)
 
+    def __contains__(self, key: bytes) -> bool:
+        """The cache remembers ``key`` (its least-recently-used order is left as it is)."""
+        return self.enabled and key in self._entries
+
     def lookup(self, key: bytes) -> Entry | None:
         """The answer remembered for ``key`` (now the most recently used), None if none."""
         entry = self._entries.get(key) if self.enabled else None

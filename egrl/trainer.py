@@ -30,6 +30,14 @@ learner makes ``gradient_ratio`` updates per paid measurement (``learner.update_
 ``"proposal"`` owes them on every answered map instead). A generation that would
 cross the budget measures only the new maps the budget still pays for; members whose map
 was left unmeasured rank last. The answer is the best valid map ever evaluated.
+
+With screening (``screen``, :mod:`egrl.screening`) every member proposes ``screen.pool``
+maps (its own, then :meth:`populations.MixedPopulation.act_candidates`: noisy argmaxes of
+a GNN with ``learner.noise_std``, further samples of a chromosome) and the screen keeps
+one per member, its own when the measure cache already knows it, so fitness stays one
+map per member; each learner draws ``screen.pool`` times its noisy rollouts and the
+screen keeps as many new ones as it would have measured, and those the cache knows (they
+are free and tell the portfolio how the learner does). Clean rollouts are not screened.
 """
 
 from __future__ import annotations
@@ -339,6 +347,8 @@ class Trainer(SearchAgent):
         unmeasured by the budget rank last) and returns the population's metrics.
         """
         maps, kinds, probs = self.timer.measure("inference", self._population_maps)
+        if self.screen is not None and self.pool > 1:
+            maps = self._screen_population(maps, probs)
         fitness = np.full(len(maps), -np.inf)
         evaluations: list[Evaluation] = []
 
@@ -380,6 +390,20 @@ class Trainer(SearchAgent):
             self._champion = {
                 k: v.detach().clone() for k, v in self.population.gnn(best).state_dict().items()
             }
+
+    def _screen_population(self, maps: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
+        """One map per member, int64 ``[P, N, H]``: the screen's pick among the member's own
+        map ``maps[p]`` and ``pool - 1`` more of its maps (``probs``: the members')."""
+        extra = self.timer.measure(
+            "inference",
+            self.population.act_candidates,
+            self.graph,
+            self.generator,
+            self.pool - 1,
+            self.cfg.learner.noise_std,
+        )
+        pools = np.concatenate([maps[:, None], to_numpy_maps(extra)], axis=1)
+        return pools[np.arange(len(pools)), self.choose(pools, probs)]
 
     def _population_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Maps int64 ``[P, N, H]``, kinds ``[P]`` and, if wanted, probabilities ``[P, N, H, C]``."""
@@ -436,7 +460,11 @@ class Trainer(SearchAgent):
             if n <= 0:
                 continue
             learner = self.portfolio.learners[idx]
-            maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, True)
+            draws = n * self.pool
+            maps, probs = self.timer.measure("inference", self._learner_maps, learner, draws, True)
+            if self.pool > 1:
+                keep = self.select(maps, n, probs=probs, free=True)
+                maps, probs = maps[keep], None if probs is None else probs[keep]
             pending[self.submit(maps, LEARNER, probs=probs).id] = noisy(idx)
         n = min(lc.clean_rollouts, self.remaining)
         if n > 0:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
+from egrl.screening.models import NAMES as SCREEN_NAMES
+
 
 class ConfigError(ValueError):
     """One or more configuration values out of their allowed range; ``problems`` lists them."""
@@ -175,6 +177,13 @@ RULES: dict[str, Rule] = {
     "learner.target_actor": FLAG,
     "learner.grad_clip_norm": Rule(float, low=0, low_open=True, optional=True),
     "learner.shared_critic_encoder": FLAG,
+    "screen.name": Rule(str, choices=SCREEN_NAMES),
+    "screen.pool": at_least(1),
+    "screen.explore": Rule(float, low=0, high=1, high_open=True),
+    "screen.warmup": at_least(0),
+    "screen.max_train": at_least(1),
+    "screen.prior": Rule(str, pattern=r".+", describe="a path", optional=True),
+    "screen.init_from": Rule(str, pattern=r".+", describe="a path", optional=True),
 }
 
 

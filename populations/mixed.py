@@ -194,6 +194,30 @@ class MixedPopulation:
                 probs[rows] = self.chromosomes.probs().cpu()
         return maps, probs
 
+    def act_candidates(
+        self, graph, generator: torch.Generator, count: int, noise_std: float
+    ) -> Tensor:
+        """``count`` more maps per member for a screen to choose from: long ``[P, count, N, H]``.
+
+        GNN members that act greedily (``gnn_greedy``) give the argmax after
+        ``N(0, noise_std^2)`` noise on their probabilities (EGRL's noisy rollout; with
+        ``noise_std`` 0 their own map again), the others samples of their softmax;
+        chromosomes give further samples of their Boltzmann softmax.
+        """
+        self._check_graph(graph)
+        maps = torch.empty(
+            (self.size, count, self.num_units, len(self.num_choices)), dtype=torch.long
+        )
+        greedy = self.params.gnn_greedy
+        noise = float(noise_std) if greedy else 0.0
+        with torch.no_grad():
+            for index, net in zip(self.indices(GNN), self.gnns):
+                maps[index] = net.act(graph, count, generator, greedy=greedy, noise_std=noise).cpu()
+            if self.chromosomes is not None:
+                draws = [self.chromosomes.sample(generator).cpu() for _ in range(count)]
+                maps[self.indices(BOLTZMANN)] = torch.stack(draws, dim=1)
+        return maps
+
     def set_fitness(self, fitness: np.ndarray) -> None:
         """Record the fitness ``[P]`` of the current members (``-inf``: not evaluated, last)."""
         self.fitness = selection.check_fitness(fitness, self.size).copy()

@@ -10,6 +10,10 @@ whatever the budget. The first generation evaluates the distinct starting maps; 
 later one makes ``steps`` moves (a generation is only the grain of metrics.csv and of
 checkpoints: the search is the same whatever ``steps``).
 
+With screening (``screen``, :mod:`egrl.screening`) every chain draws ``screen.pool``
+neighbours per move and the screen picks the one measured (the usual neighbour, the
+first, when the measure cache already knows it).
+
 Rewards are EGRL's (Algorithm 1): ``speedup ** 2`` for valid maps, minus the ratio of
 re-assigned bytes for invalid ones, so temperatures are in those units.
 """
@@ -127,14 +131,18 @@ class SimulatedAnnealing(SearchAgent):
     def _move(self, temp: float) -> np.ndarray:
         """One proposal per chain, evaluated as one batch; returns bool ``[C']``: accepted
         (``C' < C`` when the budget cut the batch)."""
+        current = self.current if self.screen is None else np.repeat(self.current, self.pool, 0)
         proposals = self.timer.measure(
             "evolution",
             neighbours,
-            self.current,
+            current,
             self.env.num_choices,
             self.options.moves,
             self.rng,
         )
+        if self.screen is not None:
+            pools = proposals.reshape(len(self.current), self.pool, *proposals.shape[1:])
+            proposals = pools[np.arange(len(pools)), self.choose(pools)]
         ev = self.evaluate(proposals, "sa")
         k = len(ev)
         delta = ev.reward - self.reward[:k]

@@ -39,6 +39,7 @@ from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir, append_metrics_row  # noqa: F401 (re-exported)
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
+from egrl.screening.screen import SCREEN_COLUMNS, Screen, make_screen
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,10 @@ PHASES = ("inference", "evaluation", "learner", "evolution")
 #: how :attr:`SearchAgent.stop_reason` of a run stopped by ``time_limit_s`` begins
 TIME_LIMIT_REACHED = "time limit reached"
 TIMING_COLUMNS = ("wall_s",) + tuple(f"t_{p}" for p in PHASES)
+#: the phase of a screening run (``screen`` other than ``none``) spent fitting its model
+#: and choosing candidates; its column comes after the other timings
+SCREEN_PHASE = "screening"
+SCREEN_TIMING_COLUMN = f"t_{SCREEN_PHASE}"
 
 
 @dataclass
@@ -139,6 +144,8 @@ class SearchAgent:
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         self.buffer = replay_buffer(env, cfg.learner.buffer_size)
         self.cache = measure_cache(env, cfg.cache_size)
+        #: the learned screen (``cfg.screen``), None without screening: see :meth:`choose`
+        self.screen: Screen | None = make_screen(cfg.screen, env, self.cache, cfg.seed)
         self.best = Best()
         self.iterations = 0
         self.proposals = 0
@@ -153,6 +160,8 @@ class SearchAgent:
         self._generation_start: float | None = None
         self.evaluation_log = EvaluationLog(env, self.run_dir if cfg.record_evaluations else None)
         self.timer = Timer()
+        if self.screen is not None:
+            self.timer.totals[SCREEN_PHASE] = 0.0
         self.rows: list[dict] = []
         self._batch: list[Evaluation] = []
 
@@ -163,7 +172,41 @@ class SearchAgent:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return METRIC_COLUMNS + self.extra_columns + TIMING_COLUMNS[1:]
+        """metrics.csv's columns; a screening run adds :data:`SCREEN_COLUMNS` and
+        :data:`SCREEN_TIMING_COLUMN`."""
+        if self.screen is None:
+            return METRIC_COLUMNS + self.extra_columns + TIMING_COLUMNS[1:]
+        return (
+            METRIC_COLUMNS
+            + self.extra_columns
+            + SCREEN_COLUMNS
+            + TIMING_COLUMNS[1:]
+            + (SCREEN_TIMING_COLUMN,)
+        )
+
+    @property
+    def pool(self) -> int:
+        """Candidates an agent proposes per map it wants measured (``screen.pool``; 1
+        without screening)."""
+        return 1 if self.screen is None else int(self.cfg.screen.pool)
+
+    def select(
+        self, candidates, keep: int, groups=None, probs=None, free: bool = False
+    ) -> np.ndarray:
+        """:meth:`egrl.screening.screen.Screen.select`, timed; without a screen the first
+        ``keep`` candidates."""
+        if self.screen is None:
+            return np.arange(min(int(keep), len(candidates)))
+        return self.timer.measure(
+            SCREEN_PHASE, self.screen.select, candidates, keep, groups, probs, free
+        )
+
+    def choose(self, pools, probs=None) -> np.ndarray:
+        """:meth:`egrl.screening.screen.Screen.choose`, timed: one candidate of each group
+        ``[G, K, N, H]``, int64 ``[G]``; without a screen candidate 0 of each."""
+        if self.screen is None:
+            return np.zeros(len(pools), dtype=np.int64)
+        return self.timer.measure(SCREEN_PHASE, self.screen.choose, pools, probs)
 
     @property
     def remaining(self) -> int:
@@ -238,6 +281,8 @@ class SearchAgent:
         ticket, m = answered.ticket, answered.measurement
         ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
         self.buffer.add(ticket.maps, ev.reward, ticket.source)
+        if self.screen is not None and answered.paid.any():
+            self.screen.observe(ticket.maps[answered.paid], ev.reward[answered.paid])
         self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
         self.evaluation_log.add(
             ticket.source,
@@ -268,7 +313,11 @@ class SearchAgent:
         start = self._generation_start = time.perf_counter()
         self._batch = []
         row: dict = dict.fromkeys(self.columns, float("nan"))
+        if self.screen is not None:
+            self.timer.measure(SCREEN_PHASE, self.screen.refit)
         row.update(self.step())
+        if self.screen is not None:
+            row.update(self.timer.measure(SCREEN_PHASE, self.screen.take_metrics))
         self.generation += 1
         self.wall_s += time.perf_counter() - start
         self._generation_start = None
@@ -427,6 +476,8 @@ class SearchAgent:
         }
         if self.evaluation_log.enabled:
             state["evaluations"] = self.evaluation_log.state_dict()
+        if self.screen is not None:
+            state["screen"] = self.screen.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -435,7 +486,7 @@ class SearchAgent:
         self.failed_maps = int(state.get("failed_maps", 0))
         self.generation = int(state["generation"])
         self.wall_s = float(state["wall_s"])
-        self.timer.totals = dict(state["timer"])
+        self.timer.totals = {**self.timer.totals, **dict(state["timer"])}
         self.rng.bit_generator.state = state["rng"]
         self.generator.set_state(state["generator"])
         self.best = Best(**state["best"])
@@ -444,6 +495,8 @@ class SearchAgent:
         self.rows = list(state["rows"])
         self.load_agent_state(state["agent"])
         self.evaluation_log.load_state_dict(state.get("evaluations"))
+        if self.screen is not None:
+            self.screen.load_state_dict(state.get("screen"))
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""

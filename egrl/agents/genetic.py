@@ -9,6 +9,11 @@ individual whose fitness ``varAnd`` invalidated is evaluated, all of them in one
 ``env.evaluate`` batch; the fitness is EGRL's reward. Beyond ``eaSimple``, the ``elites``
 best individuals pass unchanged into the next generation (and are not re-evaluated).
 
+With screening (``screen``, :mod:`egrl.screening`) every later generation breeds
+``screen.pool`` offspring populations from the same parents; for each slot whose usual
+child (the first population's) needs a measurement, the screen picks which of the
+slot's children is measured and joins the population.
+
 DEAP draws from Python's module-level :mod:`random`; every DEAP call runs inside
 :func:`populations.deap_bridge.seeded_random`, which seeds it from the agent's generator
 and restores it afterwards, so runs are reproducible from ``cfg.seed``.
@@ -120,6 +125,8 @@ class GeneticAlgorithm(SearchAgent):
             offspring = [Genome(m.reshape(-1)) for m in maps]
         else:
             offspring = self.timer.measure("evolution", self._offspring)
+            if self.screen is not None and self.pool > 1:
+                offspring = self._screened(offspring)
         todo = [ind for ind in offspring if not ind.fitness.valid]
         ev = self.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
         for ind, reward in zip(todo, ev.reward):
@@ -145,6 +152,24 @@ class GeneticAlgorithm(SearchAgent):
             f"individual (cxpb={o.cxpb}, mutpb={o.mutpb}, population={o.population}, "
             f"elites={o.elites})"
         )
+
+    def _screened(self, offspring: list[Genome]) -> list[Genome]:
+        """``offspring`` with each child that needs a measurement replaced by the screen's
+        pick among it and its slot's children in ``pool - 1`` more offspring populations."""
+        slots = [j for j, ind in enumerate(offspring) if not ind.fitness.valid]
+        if not slots:
+            return offspring
+        variants = [offspring] + [
+            self.timer.measure("evolution", self._offspring) for _ in range(self.pool - 1)
+        ]
+        pools = np.array(
+            [[variant[j] for variant in variants] for j in slots], dtype=np.int64
+        ).reshape(len(slots), len(variants), *self.shape)
+        picked = self.choose(pools)
+        out = list(offspring)
+        for j, k in zip(slots, picked.tolist()):
+            out[j] = variants[k][j]
+        return out
 
     def fitness(self) -> np.ndarray:
         """float64 ``[P]``: the population's rewards (NaN: not evaluated)."""

@@ -3,6 +3,9 @@
 The floor every learning agent has to beat: each generation draws ``batch`` maps with
 every (unit, head) choice uniform and independent (:meth:`egrl.env.Env.random_mappings`)
 and evaluates them in one call. The last generation draws only what the budget leaves.
+
+With screening (``screen``, :mod:`egrl.screening`) a generation draws ``screen.pool``
+times as many maps and measures the ``batch`` new ones the screen keeps.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ class RandomSearch(SearchAgent):
         check_positive(self.name, batch=self.options.batch)
 
     def step(self) -> dict:
-        maps = self.env.random_mappings(min(self.options.batch, self.remaining), self.rng)
+        count = min(self.options.batch, self.remaining)
+        if self.screen is None:
+            maps = self.env.random_mappings(count, self.rng)
+        else:
+            candidates = self.env.random_mappings(count * self.pool, self.rng)
+            maps = candidates[self.select(candidates, count)]
         self.evaluate(maps, "random")
         return {}

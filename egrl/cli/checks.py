@@ -19,7 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 import workloads
-from egrl.cli.overrides import swept_values, typed_keys
+from egrl.cli.overrides import group_options, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
 from egrl.validation import config_problems, problem, show
 
@@ -116,6 +116,28 @@ def runtime_problems(task: dict) -> list[str]:
     return []
 
 
+def screen_problems(task: dict) -> list[str]:
+    """The screen model's own options (``screen.trees``, ...) and the options not supported
+    yet, one line each (the section's common keys are in the option table)."""
+    from dataclasses import fields
+
+    from egrl.config import ScreenConfig
+    from egrl.screening.models import MODELS
+    from egrl.screening.screen import option_problems
+
+    screen = dict(task.get("screen") or {})
+    name = screen.get("name", "none")
+    if name not in MODELS:
+        return []
+    common = {f.name for f in fields(ScreenConfig)} - {"options"}
+    options = {k: v for k, v in screen.items() if k not in common}
+    problems = option_problems(name, {**dict(screen.get("options") or {}), **options})
+    for key in ("prior", "init_from"):
+        if screen.get(key) is not None:
+            problems.append(f"screen.{key}={show(screen[key])} is invalid: not supported yet")
+    return problems
+
+
 def run_problems(config: DictConfig) -> list[str]:
     """Every problem of a single run's config (values, workload, resume), one line each.
 
@@ -143,7 +165,7 @@ def run_problems(config: DictConfig) -> list[str]:
         line = workload_problem(workload)
         if line is not None:
             problems.append(line)
-    problems += workload_option_problems(task) + runtime_problems(task)
+    problems += workload_option_problems(task) + runtime_problems(task) + screen_problems(task)
     if not problems and task.get("init_from") and not task.get("resume"):
         line = init_from_problem(task)
         if line is not None:
@@ -164,6 +186,38 @@ def sweep_problems(config: DictConfig) -> list[str]:
             line = problem(key, value)
         if line is not None and line not in problems:
             problems.append(line)
+    return problems
+
+
+#: config groups whose option typed on the command line is checked before Hydra composes
+#: (Hydra itself would fail with several lines and exit status 1)
+CHECKED_GROUPS = ("screen",)
+
+
+def group_problems(args: list[str], groups: tuple[str, ...] = CHECKED_GROUPS) -> list[str]:
+    """One line per ``GROUP=VALUE`` argument (each value of a sweep) naming an option that
+    ``configs/GROUP/`` does not have, for the groups of ``groups``."""
+    from hydra.errors import HydraException
+
+    from egrl.cli.overrides import _parse
+
+    candidates = [a for a in args if a.lstrip("+~").split("=", 1)[0] in groups]
+    try:
+        overrides = _parse(candidates)
+    except HydraException:
+        return []  # Hydra reports its own syntax errors
+    problems = []
+    for o in overrides:
+        if o.is_delete():
+            continue
+        values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
+        options = group_options(o.key_or_group)
+        for value in values:
+            if str(value) not in options:
+                problems.append(
+                    f"{o.key_or_group}={show(value)} is invalid: expected one of "
+                    + ", ".join(sorted(options))
+                )
     return problems
 
 

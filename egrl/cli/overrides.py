@@ -23,6 +23,11 @@ def group_options(group: str) -> set[str]:
     return {p.stem for p in (Path(configs.__file__).resolve().parent / group).glob("*.yaml")}
 
 
+def group_path(group: str, option: str) -> Path:
+    """The file of one option of a config group, ``configs/<group>/<option>.yaml``."""
+    return Path(configs.__file__).resolve().parent / group / f"{option}.yaml"
+
+
 def rewrite_workload_paths(args: Sequence[str], options: set[str] | None = None) -> list[str]:
     """``args`` with each ``workload=VALUE`` that is not a group option as ``workload.name=VALUE``.
 

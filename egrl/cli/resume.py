@@ -59,7 +59,7 @@ def saved_config(run_dir: Path) -> DictConfig:
         raise ResumeError(
             f"resume={run_dir} is invalid: not a run directory ({CONFIG_FILE} is missing)"
         )
-    return with_learner_defaults_of_its_time(files.config_node())
+    return with_screen_of_its_time(with_learner_defaults_of_its_time(files.config_node()))
 
 
 #: learner keys added after runs were first saved, with the value that reproduces those
@@ -85,6 +85,16 @@ def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
         log.info("resume: the saved config predates %s; using %s", sorted(missing), missing)
         cfg = OmegaConf.merge(cfg, {"learner": missing})
     return cfg
+
+
+def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with ``screen=none`` if it has no ``screen`` section: a run saved before
+    screening existed measured every map it proposed, as ``screen=none`` does."""
+    if "screen" in cfg:
+        return cfg
+    from egrl.cli.overrides import group_path
+
+    return OmegaConf.merge(cfg, {"screen": OmegaConf.load(group_path("screen", "none"))})
 
 
 def checkpoint_iterations(run_dir: Path) -> int | None:

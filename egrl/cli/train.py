@@ -38,9 +38,15 @@ from omegaconf import DictConfig, OmegaConf
 import workloads
 from egrl.agents import SearchAgent, make_agent
 from egrl.checkpoint import CheckpointError
-from egrl.cli.checks import PROG, USAGE_ERROR
+from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems
 from egrl.cli.overrides import rewrite_workload_paths, typed_keys
-from egrl.cli.resume import ResumeError, apply_changes, resume_changes, saved_config
+from egrl.cli.resume import (
+    ResumeError,
+    apply_changes,
+    resume_changes,
+    saved_config,
+    with_screen_of_its_time,
+)
 from egrl.config import from_mapping
 from egrl.env import make_env
 from egrl.rundir import RunDir
@@ -103,7 +109,7 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     files = RunDir(run_dir)
     if not cfg.get("continue_runs") or not files.config.exists():
         return False
-    diff = config_differences(files.config_node(), cfg)
+    diff = config_differences(with_screen_of_its_time(files.config_node()), cfg)
     if diff:
         raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "
@@ -211,6 +217,7 @@ def train(cfg: DictConfig) -> float:
 def main() -> None:
     """Console entry point: ``workload=PATH`` becomes ``workload.name=PATH``, then Hydra."""
     sys.argv[1:] = rewrite_workload_paths(sys.argv[1:])
+    exit_on(group_problems(sys.argv[1:]))
     train()
 
 
