@@ -8,13 +8,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import egrl
-from egrl.gym_env import ENV_ID, MappingEnv, make_gym_env
+from egrl.gym_env import ENV_ID, FEATURE_BOUND, MappingEnv, RecordBest, make_gym_env
 from hwmodels.external import ExternalModel
 from tests.test_external import CHIP, CHIP_ARGS, PY, tiny_workload
 from workloads.ir import Node, Workload
 
-#: unbounded node features are the truth; the checker's hint about them is not an error
-UNBOUNDED = "ignore:.*Box observation space (minimum|maximum) value is"
+#: the checker's warnings (unbounded spaces, odd dtypes) are errors here
+CHECKED = "error::UserWarning"
 
 
 def chip() -> ExternalModel:
@@ -26,25 +26,38 @@ def problem() -> egrl.Env:
     return egrl.make_env(chip(), tiny_workload())
 
 
-@pytest.mark.filterwarnings(UNBOUNDED)
+@pytest.mark.filterwarnings(CHECKED)
+@pytest.mark.parametrize("flat_actions", [True, False])
 @pytest.mark.parametrize("observe_edges", [False, True])
-def test_check_env_passes(observe_edges):
-    env = gym.make(ENV_ID, hwmodel=chip(), workload=tiny_workload(), observe_edges=observe_edges)
-    check_env(env.unwrapped)
+def test_check_env_passes(observe_edges, flat_actions):
+    env = gym.make(
+        ENV_ID,
+        hwmodel=chip(),
+        workload=tiny_workload(),
+        observe_edges=observe_edges,
+        flat_actions=flat_actions,
+    )
+    check_env(env.unwrapped, skip_render_check=True)
 
 
-@pytest.mark.filterwarnings(UNBOUNDED)
+@pytest.mark.filterwarnings(CHECKED)
 def test_check_env_passes_without_edges_in_the_graph():
     lone = Workload("lone", [Node("fc", "linear", [], [], (1, 10), weight_bytes=640, macs=640)])
     env = gym.make(ENV_ID, hwmodel=chip(), workload=lone, observe_edges=True).unwrapped
     assert env.observation_space["edge_index"].shape == (2, 0)
-    check_env(env)
+    check_env(env, skip_render_check=True)
 
 
 def test_spaces_follow_the_problem(problem):
     env = MappingEnv(problem)
     assert env.observation_space.shape == (4, 19) and env.observation_space.dtype == np.float32
-    np.testing.assert_array_equal(env.action_space.nvec, np.full((4, 2), 3))
+    assert env.observation_space.high.max() == np.float32(FEATURE_BOUND) == np.float32(709.7827)
+    assert env.observation_space.low.min() == -np.float32(FEATURE_BOUND)
+    np.testing.assert_array_equal(env.action_space.nvec, np.full(8, 3))
+    assert env.action_space.nvec.ndim == 1  # what Stable-Baselines3 accepts
+    np.testing.assert_array_equal(
+        MappingEnv(problem, flat_actions=False).action_space.nvec, np.full((4, 2), 3)
+    )
     obs, info = env.reset(seed=0)
     np.testing.assert_array_equal(obs, problem.graph.x.numpy())
     assert info == {}
@@ -90,8 +103,46 @@ def test_episode_must_be_reset(problem):
 def test_bad_action_is_named(problem):
     env = MappingEnv(problem)
     env.reset()
-    with pytest.raises(ValueError, match=r"maps must have shape \[B, 4, 2\]"):
+    with pytest.raises(
+        ValueError, match=r"flat array of length 8 .* map of shape \[4, 2\], got shape \[3, 2\]"
+    ):
         env.step(np.zeros((3, 2), dtype=np.int64))
+    env.reset()
+    with pytest.raises(ValueError, match="expected 0..2"):
+        env.step(np.full(8, 3))
+
+
+@pytest.mark.parametrize("flat_actions", [True, False])
+def test_flat_and_map_actions_are_the_same_map(problem, flat_actions):
+    env = MappingEnv(problem, flat_actions=flat_actions)
+    env.action_space.seed(0)
+    action = env.action_space.sample()
+    assert action.shape == ((8,) if flat_actions else (4, 2))
+    as_map = action.reshape(4, 2)
+    np.testing.assert_array_equal(env.to_map(action), as_map)
+    env.reset()
+    _, by_action, _, _, _ = env.step(action)
+    env.reset()
+    _, by_map, _, _, _ = env.step(as_map)  # a map [N, H] is always accepted
+    env.reset()
+    _, by_flat, _, _, _ = env.step(as_map.reshape(-1))
+    assert by_action == by_map == by_flat == problem.evaluate(as_map).reward[0]
+
+
+def test_record_best_keeps_the_best_map(problem):
+    env = RecordBest(MappingEnv(problem))
+    assert env.best_map is None and env.best_reward == -np.inf
+    env.action_space.seed(1)
+    rewards = []
+    for _ in range(5):
+        env.reset()
+        rewards.append(env.step(env.action_space.sample())[1])
+    env.reset()
+    rewards.append(env.step(problem.baseline_mapping.reshape(-1))[1])
+    assert env.num_steps == 6 and env.best_reward == max(rewards)
+    assert env.best_map.shape == (4, 2)
+    assert problem.evaluate(env.best_map).reward[0] == env.best_reward
+    assert env.best_info["speedup"] == problem.evaluate(env.best_map).speedup[0]
 
 
 def rollouts(env: MappingEnv, seed: int, episodes: int) -> list[tuple]:
