@@ -169,11 +169,11 @@ def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
     ],
 )
 def test_bad_agent_options_are_refused_in_one_line(tmp_path, override, line):
-    """Checked when the agent is built (the run directory holds only Hydra's log)."""
+    """Checked by building the agent before the run starts: no run directory is made."""
     run_dir = tmp_path / "run"
     out = egrl_train(*TINY, override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert_refused(out, line)
-    assert not (run_dir / "metrics.csv").exists()
+    assert not run_dir.exists()
 
 
 def test_resume_of_a_missing_or_foreign_directory_is_refused(tmp_path):
@@ -217,18 +217,86 @@ def test_resume_applies_a_larger_budget_and_refuses_other_changes(tmp_path):
     assert int(read_metrics(run_dir)[-1]["iterations"]) == 60
 
 
+#: a toy chip that fails once the search measures more than one map at a time (binding
+#: it and measuring the compiler's map work, so the checks before the run pass)
+BROKEN_CHIP = """
+import hwmodels
+
+toy = hwmodels.import_module({toy!r})
+
+
+class BrokenTarget(toy.ToyTarget):
+    def measure(self, maps, probs=None):
+        if len(maps) > 1:
+            raise RuntimeError("the chip caught fire")
+        return super().measure(maps, probs)
+
+
+@hwmodels.register("broken-toy")
+class BrokenChip(toy.ToyChip):
+    def bind(self, workload):
+        target = super().bind(workload)
+        target.__class__ = BrokenTarget
+        return target
+"""
+
+
 def test_a_failed_run_logs_its_error_to_train_log(tmp_path):
+    chip = tmp_path / "broken_chip.py"
+    chip.write_text(BROKEN_CHIP.format(toy=str(ROOT / "examples" / "toy_chip.py")))
     run_dir = tmp_path / "run"
     out = egrl_train(
-        "agent=sa",
-        "agent.moves=100000",
+        "hwmodel=toy",
+        "hwmodel.name=broken-toy",
+        f"hwmodel.params.module={chip}",
+        "agent=random",
         "workload=resnet18",
+        "budget=10",
+        "progress=false",
         f"hydra.run.dir={run_dir}",
         cwd=tmp_path,
     )
     assert out.returncode != 0
     log = (run_dir / "train.log").read_text(encoding="utf-8")
-    assert "Traceback" in log and "moves=100000 exceeds" in log
+    assert "Traceback" in log and "the chip caught fire" in log
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("hwmodel=mcm", "workload=gpt2", "agent=sa", "budget=10"),
+            "workload=gpt2 is invalid on hwmodel=mcm: mcm: 'gpt2' does not fit 36 chips of "
+            "32 MiB with the greedy compiler: memory: chip 0 holds 38695808 bytes, SRAM is "
+            "33554432",
+        ),
+        (
+            ("agent=muzero", "budget=10"),
+            "agent=muzero is invalid: agent 'muzero' plays the TPU memory-mapping game and "
+            "needs hwmodel=tpu-cmem; got a NNPITarget target",
+        ),
+        (
+            ("agent=sa", "workload=resnet18", "budget=10", "+agent.chainz=4"),
+            "agent=sa is invalid: agent 'sa' has no option(s) ['chainz']; its options are "
+            "['chains', 'moves', 'start', 'steps', 't_end', 't_start']",
+        ),
+        (
+            ("agent=sa", "agent.moves=100000", "workload=resnet18"),
+            "agent 'sa': moves=100000 exceeds the 46 entries of a map",
+        ),
+        (
+            ("-m", "agent=sa,muzero", "workload=resnet18", "budget=10", "seed=0,1"),
+            "agent=muzero is invalid: agent 'muzero' plays the TPU memory-mapping game and "
+            "needs hwmodel=tpu-cmem; got a NNPITarget target",
+        ),
+    ],
+)
+def test_runs_that_cannot_be_built_are_refused_before_any_directory(tmp_path, args, line):
+    """The target and the agent are asked at check time (issue 25): a workload that does
+    not fit, an agent on a target it does not play, an unknown or bad agent option, and
+    the same in a sweep; one line, exit status 2, nothing made."""
+    assert_refused(egrl_train(*args, cwd=tmp_path), line)
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------ help texts

@@ -138,6 +138,45 @@ def screen_problems(task: dict) -> list[str]:
     return problems
 
 
+def _why(exc: BaseException) -> str:
+    """An exception's message (a ``KeyError``'s without its quotes)."""
+    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+
+
+def build_problems(task: dict) -> list[str]:
+    """Why the run cannot be built, asked of the target and the agent themselves.
+
+    The hardware model is bound to the workload (as ``egrl-info`` does: a workload that
+    does not fit the target is refused here), then the agent is made on it without a run
+    directory (an agent on a target it does not support, an unknown or bad agent option,
+    ``+agent.chainz=4`` say, is refused here). About a second on the zoo's workloads.
+    """
+    from egrl.agents import make_agent
+    from egrl.cli.build import env_from_config, train_config
+    from egrl.transfer import SnapshotError
+    from egrl.validation import ConfigError
+
+    hwmodel = (task.get("hwmodel") or {}).get("name")
+    workload = (task.get("workload") or {}).get("name")
+    try:
+        env = env_from_config(task)
+    except workloads.WorkloadError as exc:
+        return [f"workload={show(workload)} is invalid: {exc}"]
+    except (ValueError, TypeError, KeyError, ImportError, NotImplementedError) as exc:
+        return [f"workload={show(workload)} is invalid on hwmodel={show(hwmodel)}: {_why(exc)}"]
+    agent = (task.get("agent") or {}).get("name")
+    try:
+        make_agent(env, train_config(task), None)
+    except ConfigError as exc:
+        return list(exc.problems)
+    except (ValueError, TypeError, KeyError, ImportError, SnapshotError) as exc:
+        why = _why(exc)
+        return [
+            why if why.startswith(f"agent {agent!r}:") else f"agent={show(agent)} is invalid: {why}"
+        ]
+    return []
+
+
 def run_problems(config: DictConfig) -> list[str]:
     """Every problem of a single run's config (values, workload, resume), one line each.
 
@@ -170,6 +209,8 @@ def run_problems(config: DictConfig) -> list[str]:
         line = init_from_problem(task)
         if line is not None:
             problems.append(line)
+    if not problems and not task.get("resume"):
+        problems += build_problems(task)
     return problems
 
 
@@ -186,6 +227,67 @@ def sweep_problems(config: DictConfig) -> list[str]:
             line = problem(key, value)
         if line is not None and line not in problems:
             problems.append(line)
+    if not problems:
+        problems += job_build_problems(config)
+    return problems
+
+
+#: distinct jobs of a sweep (seeds aside) whose target and agent are built before it starts
+MAX_JOBS_BUILT = 32
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job of a sweep of Hydra's basic sweeper, as it will launch
+    them; None for another sweeper (e.g. Optuna's, whose jobs are chosen as it goes)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if not target.endswith("BasicSweeper") or not GlobalHydra.instance().is_initialized():
+        return None
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + [*config.hydra.overrides.task]
+    loader = GlobalHydra.instance().config_loader()
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+    return BasicSweeper.split_arguments(overrides, None)[0]
+
+
+def job_build_problems(config: DictConfig) -> list[str]:
+    """:func:`build_problems` of every distinct job of a sweep (jobs that differ only in
+    their seed are built once; the first :data:`MAX_JOBS_BUILT` of them), each line once."""
+    import json
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    try:
+        jobs = sweep_jobs(config)
+    except HydraException:
+        return []  # Hydra reports its own errors when it composes the jobs
+    if not jobs:
+        return []
+    loader = GlobalHydra.instance().config_loader()
+    problems: list[str] = []
+    seen: set[str] = set()
+    for job in jobs:
+        try:
+            task = task_config(loader.load_sweep_config(config, list(job)))
+        except HydraException:
+            return problems
+        if task.get("resume"):
+            continue
+        key = json.dumps(
+            {k: v for k, v in task.items() if k != "seed"}, sort_keys=True, default=str
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > MAX_JOBS_BUILT:
+            break
+        for line in build_problems(task):
+            if line not in problems:
+                problems.append(line)
     return problems
 
 

@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 import workloads
 from egrl.agents import SearchAgent, make_agent
 from egrl.checkpoint import CheckpointError
+from egrl.cli.build import env_from_config, hw_params, train_config
 from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems
 from egrl.cli.overrides import rewrite_workload_paths, typed_keys
 from egrl.cli.resume import (
@@ -47,8 +48,6 @@ from egrl.cli.resume import (
     saved_config,
     with_screen_of_its_time,
 )
-from egrl.config import from_mapping
-from egrl.env import make_env
 from egrl.rundir import RunDir
 from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
@@ -151,20 +150,11 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
         cfg = resumed_config(cfg, run_dir, () if continuing else typed)
         if continuing and runtime is not None:
             cfg.runtime = runtime
-    train_cfg = from_mapping(
-        {k: v for k, v in cfg.items() if k not in ("hwmodel", "workload", "resume")}
-    )
+    train_cfg = train_config(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, int(cfg.threads)))
-    params = OmegaConf.to_container(cfg.hwmodel, resolve=True).get("params") or {}
-    env = make_env(
-        hwmodel=cfg.hwmodel.name,
-        workload=cfg.workload.name,
-        invalid_reward_scale=cfg.invalid_reward_scale,
-        reward=cfg.get("reward", "egrl"),
-        eliminate_data_movement=bool(cfg.workload.get("eliminate_data_movement", False)),
-        **params,
-    )
+    params = hw_params(cfg)
+    env = env_from_config(cfg)
     trainer = make_agent(env, train_cfg, run_dir)
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
