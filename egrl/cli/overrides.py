@@ -63,9 +63,12 @@ def typed_keys(overrides: Iterable[str]) -> list[str]:
 
 
 def swept_values(overrides: Iterable[str]) -> list[tuple[str, Any]]:
-    """``(key, value)`` for every value of every sweep override (``seed=0,1`` -> two)."""
+    """``(key, value)`` for every value of every sweep override (``seed=0,1`` -> two); an
+    interval sweep (Optuna's ``interval(a, b)``) gives its two ends."""
     pairs = []
     for o in _parse(overrides):
-        if o.is_sweep_override():
+        if o.is_interval_sweep():
+            pairs.extend((o.key_or_group, v) for v in (o.value().start, o.value().end))
+        elif o.is_sweep_override():
             pairs.extend((o.key_or_group, v) for v in o.sweep_iterator())
     return pairs
