@@ -118,6 +118,7 @@ class Trainer(SearchAgent):
     """
 
     accepts_init_from = True
+    screens = True
     extra_columns = (
         "champion_type",
         "champion_descent",

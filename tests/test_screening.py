@@ -19,7 +19,7 @@ from egrl.measure_cache import MeasureCache
 from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import ForestModel
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
-from egrl.validation import config_problems
+from egrl.validation import ConfigError, config_problems
 from tests.test_cli import assert_refused, egrl_train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -247,6 +247,11 @@ def test_every_screening_agent_respects_its_budget(agent):
     assert np.isfinite([r["screen_spearman"] for r in run.rows[-2:]]).any()
 
 
+def test_agents_that_do_not_screen_refuse_a_screen():
+    with pytest.raises(ConfigError, match="agent 'greedy-dp' does not screen its proposals"):
+        make_agent(make_env("nnpi", "resnet18"), config({"name": "greedy-dp"}, 10))
+
+
 def test_without_screening_metrics_keep_their_columns():
     env = make_env("nnpi", "resnet18")
     run = make_agent(env, from_mapping({"agent": {"name": "random"}, "progress": False}))
@@ -279,6 +284,11 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
         ("screen.pool=0", "screen.pool=0 is invalid: expected an integer >= 1"),
         ("screen.explore=1.5", "screen.explore=1.5 is invalid: expected a number in [0, 1)"),
         ("screen.warmup=-1", "screen.warmup=-1 is invalid: expected an integer >= 0"),
+        (
+            "agent=greedy-dp",
+            "screen=forest is invalid: agent 'greedy-dp' does not screen its proposals "
+            "(agents that do: ea, egrl, ga, pg, random, sa)",
+        ),
     ],
 )
 def test_bad_screen_options_are_refused_before_any_directory(tmp_path, override, line):

@@ -83,6 +83,7 @@ class SimulatedAnnealing(SearchAgent):
     """Batched simulated annealing (see the module docstring)."""
 
     extra_columns = ("temperature", "accept_rate", "chain_mean_reward")
+    screens = True
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)

@@ -40,6 +40,7 @@ from egrl.rundir import RunDir, append_metrics_row  # noqa: F401 (re-exported)
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, make_screen
+from egrl.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ class SearchAgent:
     extra_columns: tuple[str, ...] = ()
     #: the agent has GNN policies that ``cfg.init_from`` can start from a trained one
     accepts_init_from: bool = False
+    #: the agent proposes candidates for a learned screen (``cfg.screen``) to choose from
+    screens: bool = False
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         if cfg.init_from and not self.accepts_init_from:
@@ -135,6 +138,8 @@ class SearchAgent:
                 f"init_from={cfg.init_from} is invalid: agent {cfg.agent.name!r} has no GNN "
                 "policy to start from it (egrl, ea and pg have)"
             )
+        if cfg.screen.name != "none" and not self.screens:
+            raise ConfigError([screen_refusal(cfg.screen.name, cfg.agent.name)])
         self.env = env
         self.cfg = cfg
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -530,6 +535,17 @@ class SearchAgent:
             self.iterations,
         )
         return True
+
+
+def screen_refusal(screen: str, agent: str) -> str:
+    """The line that refuses ``screen`` for an agent that does not screen its proposals."""
+    from egrl.agents import agent_class, names
+
+    screening = [n for n in names() if agent_class(n).screens]
+    return (
+        f"screen={screen} is invalid: agent {agent!r} does not screen its proposals "
+        f"(agents that do: {', '.join(screening)})"
+    )
 
 
 def replay_buffer(env: Env, capacity: int) -> ReplayBuffer:

@@ -89,6 +89,7 @@ class GeneticAlgorithm(SearchAgent):
     """DEAP generational GA (see the module docstring)."""
 
     extra_columns = ("pop_best_reward", "pop_mean_reward")
+    screens = True
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)

@@ -37,6 +37,8 @@ class RandomOptions:
 class RandomSearch(SearchAgent):
     """Uniform random maps (see the module docstring)."""
 
+    screens = True
+
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(RandomOptions, cfg)

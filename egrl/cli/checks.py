@@ -121,6 +121,8 @@ def screen_problems(task: dict) -> list[str]:
     yet, one line each (the section's common keys are in the option table)."""
     from dataclasses import fields
 
+    from egrl.agents import agent_class
+    from egrl.agents.base import screen_refusal
     from egrl.config import ScreenConfig
     from egrl.screening.models import MODELS
     from egrl.screening.screen import option_problems
@@ -129,6 +131,12 @@ def screen_problems(task: dict) -> list[str]:
     name = screen.get("name", "none")
     if name not in MODELS:
         return []
+    agent = (task.get("agent") or {}).get("name")
+    try:
+        if not agent_class(agent).screens:
+            return [screen_refusal(name, agent)]
+    except KeyError:
+        pass  # an unknown agent is refused where the agent is built
     common = {f.name for f in fields(ScreenConfig)} - {"options"}
     options = {k: v for k, v in screen.items() if k not in common}
     problems = option_problems(name, {**dict(screen.get("options") or {}), **options})
