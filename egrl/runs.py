@@ -276,7 +276,7 @@ def collect_runs(roots: Iterable[str | Path]) -> RunSet:
 
 
 def _identity(run: Run) -> tuple:
-    settings = {k: v for k, v in run.config.items() if k not in RUN_LOCAL_KEYS}
+    settings = {k: v for k, v in run.config.items() if not is_run_local(k)}
     return tuple(sorted((k, format_value(v)) for k, v in settings.items()))
 
 
@@ -292,6 +292,14 @@ RUN_LOCAL_KEYS = frozenset(
         "record_evaluations",
     }
 )
+#: config groups whose keys do not change what a run computes (``logger.*``: what
+#: records it)
+RUN_LOCAL_GROUPS = frozenset({"logger"})
+
+
+def is_run_local(key: str) -> bool:
+    """A dotted config key that does not change what a run computes."""
+    return key in RUN_LOCAL_KEYS or key.split(".", 1)[0] in RUN_LOCAL_GROUPS
 
 
 def _drop_duplicates(runs: list[Run]) -> tuple[list[Run], list[Problem]]:
@@ -309,6 +317,7 @@ def _drop_duplicates(runs: list[Run]) -> tuple[list[Run], list[Problem]]:
 
 __all__ = [
     "REFERENCE_AGENTS",
+    "RUN_LOCAL_GROUPS",
     "RUN_LOCAL_KEYS",
     "Problem",
     "Run",
@@ -317,6 +326,7 @@ __all__ = [
     "flatten",
     "format_value",
     "is_run_dir",
+    "is_run_local",
     "load_config",
     "load_run",
     "read_metrics",

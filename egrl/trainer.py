@@ -54,6 +54,7 @@ import torch
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
 from egrl.agents.options import check_start, option_error, parse_options, start_mappings
+from egrl.callbacks import Callback, Checkpointer, PolicySnapshots
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
@@ -545,11 +546,14 @@ class Trainer(SearchAgent):
         """The workload name a policy snapshot records."""
         return self.env.workload.name
 
-    def on_generation_end(self) -> None:
-        """Every ``snapshot_every`` generations, save the GNN policies for zero-shot transfer."""
-        if self.generation % max(1, self.cfg.snapshot_every) and not self.done:
-            return
-        self.save_policy_snapshot()
+    def default_callbacks(self) -> list[Callback]:
+        """The base's, with the GNN policy snapshots for zero-shot transfer (every
+        ``snapshot_every`` generations and at the end) before the checkpoints."""
+        out = super().default_callbacks()
+        if self.run_dir is not None:
+            at = next((i for i, c in enumerate(out) if isinstance(c, Checkpointer)), len(out))
+            out.insert(at, PolicySnapshots(self.cfg.snapshot_every))
+        return out
 
     def save_policy_snapshot(self) -> Path:
         """``policies/iter_XXXXXX.safetensors``: the lead learner's actor and the best GNN

@@ -23,13 +23,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from egrl.callbacks import (
+    Callback,
+    CallbackList,
+    Checkpointer,
+    EachGeneration,
+    MetricsFile,
+    ProgressBar,
+)
 from egrl.checkpoint import prune_checkpoints, save_state
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
@@ -169,6 +177,8 @@ class SearchAgent:
             self.timer.totals[SCREEN_PHASE] = 0.0
         self.rows: list[dict] = []
         self._batch: list[Evaluation] = []
+        #: the callbacks of the run under way (:meth:`run`); none outside a run
+        self.callbacks = CallbackList()
 
     # ----------------------------------------------------------------- budget
     @property
@@ -348,7 +358,11 @@ class SearchAgent:
         self.rows.append(row)
         return row
 
-    def run(self, on_generation: Callable[[dict], None] | None = None) -> Best:
+    def run(
+        self,
+        on_generation: Callable[[dict], None] | None = None,
+        callbacks: Sequence[Callback] = (),
+    ) -> Best:
         """Search until the budget is spent; returns the best valid map.
 
         A search that pays no measurement in ``cfg.max_stale_generations`` generations in
@@ -356,19 +370,18 @@ class SearchAgent:
         warning; :attr:`stop_reason` and ``best_mapping.json`` say why. So does a run whose
         wall time (:attr:`wall_s`, across resumes) has passed ``cfg.time_limit_s``, after
         the generation under way (a resumed one already past it runs none).
-        """
-        from tqdm.auto import tqdm
 
-        bar = tqdm(
-            total=self.cfg.budget,
-            initial=self.iterations,
-            desc=f"{self.name} {self.env.workload.name}",
-            unit="eval",
-            disable=not self.cfg.progress,
-        )
+        The progress bar, ``metrics.csv``, policy snapshots and checkpoints are the
+        :meth:`default_callbacks`; ``callbacks`` (loggers, a user's own:
+        :mod:`egrl.callbacks`) come after them, then ``on_generation`` (called with each
+        generation's metrics row). They are :attr:`callbacks` while the run lasts.
+        """
+        extra = [EachGeneration(on_generation)] if on_generation is not None else []
+        self.callbacks = CallbackList([*self.default_callbacks(), *callbacks, *extra])
+        self.callbacks.on_run_start(self)
         stale = 0
         self._check_time_limit()
-        with bar:
+        try:
             while not self.done and self.stop_reason is None:
                 before = self.iterations
                 if self.cfg.time_limit_s is not None:
@@ -379,19 +392,22 @@ class SearchAgent:
                 if stale >= self.cfg.max_stale_generations:
                     self._stop_stale(stale)
                 self._check_time_limit()
-                bar.update(self.iterations - before)
-                bar.set_postfix(best_speedup=f"{self.best.speedup:.3f}", gen=self.generation)
-                if self.run_dir is not None:
-                    self._append_metrics(row)
-                    self.on_generation_end()
-                    last = self.done or self.stop_reason is not None
-                    if self.generation % max(1, self.cfg.checkpoint_every) == 0 or last:
-                        self.save_checkpoint()
-                if on_generation is not None:
-                    on_generation(row)
-        if self.run_dir is not None:
-            self.write_outputs()
+                self.callbacks.on_generation_end(self, row)
+            if self.run_dir is not None:
+                self.write_outputs()
+        except BaseException as exc:
+            self.callbacks.on_run_end(self, exc)
+            raise
+        self.callbacks.on_run_end(self)
         return self.best
+
+    def default_callbacks(self) -> list[Callback]:
+        """The run's own callbacks: the progress bar, then with a run directory
+        ``metrics.csv`` and the checkpoints (:mod:`egrl.callbacks`)."""
+        out: list[Callback] = [ProgressBar(self.cfg.progress)]
+        if self.run_dir is not None:
+            out += [MetricsFile(), Checkpointer(self.cfg.checkpoint_every)]
+        return out
 
     def _stop_stale(self, generations: int) -> None:
         """Record and log that the search stopped proposing new maps."""
@@ -417,9 +433,6 @@ class SearchAgent:
             f"{self.proposals} proposals"
         )
         log.info("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
-
-    def on_generation_end(self) -> None:
-        """Hook after each generation's metrics are written (e.g. policy snapshots)."""
 
     # ---------------------------------------------------------------- outputs
     def _append_metrics(self, row: dict) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egrl.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value
+from egrl.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value, is_run_local
 
 BASE_KEYS = ("workload", "agent")
 #: the EGRL paper's workloads and agents in its order; others follow alphabetically
@@ -26,7 +26,9 @@ _NOT_GROUPING = {"seed", "threads", "device", *RUN_LOCAL_KEYS}
 
 def _groupable(key: str) -> bool:
     top = key.split(".", 1)[0]
-    return key not in _NOT_GROUPING and top not in BASE_KEYS and top != "hwmodel"
+    if key in _NOT_GROUPING or is_run_local(key):
+        return False
+    return top not in BASE_KEYS and top != "hwmodel"
 
 
 def swept_keys(runs: Sequence[Run]) -> list[str]:

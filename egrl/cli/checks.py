@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 import workloads
 from egrl.cli.overrides import group_options, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
+from egrl.loggers import logger_problems
 from egrl.validation import config_problems, problem, show
 
 PROG = "egrl-train"
@@ -213,6 +214,7 @@ def run_problems(config: DictConfig) -> list[str]:
         if line is not None:
             problems.append(line)
     problems += workload_option_problems(task) + runtime_problems(task) + screen_problems(task)
+    problems += logger_problems(task.get("logger"))
     if not problems and task.get("init_from") and not task.get("resume"):
         line = init_from_problem(task)
         if line is not None:
@@ -224,7 +226,8 @@ def run_problems(config: DictConfig) -> list[str]:
 
 def sweep_problems(config: DictConfig) -> list[str]:
     """Every problem of a sweep: its fixed values and each value a swept key takes."""
-    problems = config_problems(task_config(config))
+    task = task_config(config)
+    problems = config_problems(task) + logger_problems(task.get("logger"))
     sweeps = [*config.hydra.overrides.task]
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     sweeps += [f"{k}={v}" for k, v in params.items()]
@@ -301,7 +304,7 @@ def job_build_problems(config: DictConfig) -> list[str]:
 
 #: config groups whose option typed on the command line is checked before Hydra composes
 #: (Hydra itself would fail with several lines and exit status 1)
-CHECKED_GROUPS = ("screen",)
+CHECKED_GROUPS = ("screen", "logger")
 
 
 def group_problems(args: list[str], groups: tuple[str, ...] = CHECKED_GROUPS) -> list[str]:

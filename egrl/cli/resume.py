@@ -33,6 +33,7 @@ RESUMABLE_KEYS = (
     "max_stale_generations",
     "time_limit_s",
     "runtime",
+    "logger",
 )
 #: keys that say how to launch, never compared with the saved config
 LAUNCH_KEYS = ("resume", "continue_runs")

@@ -48,6 +48,7 @@ from egrl.cli.resume import (
     saved_config,
     with_screen_of_its_time,
 )
+from egrl.loggers import make_loggers
 from egrl.rundir import RunDir
 from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
@@ -57,9 +58,10 @@ from egrl.validation import ConfigError
 log = logging.getLogger("egrl.train")
 
 # Keys that say how to run, not what: a continued run may differ from its saved config here
-# (``runtime``: where maps are measured; runs made before the group existed have none;
+# (``runtime``: where maps are measured, ``logger``: what records the run; runs made
+# before those groups existed have none;
 # ``record_evaluations``: what is written, not searched; a continued run keeps its own).
-RUNTIME_KEYS = ("continue_runs", "progress", "record_evaluations", "resume", "runtime")
+RUNTIME_KEYS = ("continue_runs", "logger", "progress", "record_evaluations", "resume", "runtime")
 # Errors that report a mistake in what the user typed, not a bug.
 USER_ERRORS = (ConfigError, ResumeError, CheckpointError, SnapshotError, workloads.WorkloadError)
 
@@ -143,13 +145,16 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     continuing = not cfg.get("resume") and continues_existing_run(cfg, run_dir)
     resume = bool(cfg.get("resume")) or continuing
     if resume:
-        runtime = cfg.get("runtime")
+        runtime, logger = cfg.get("runtime"), cfg.get("logger")
         # continue_runs has found the whole saved config equal to this one (where maps are
-        # measured aside): no typed key (a preset such as experiment=compare included)
-        # changes it, and the runtime is this command's
+        # measured and what records them aside): no typed key (a preset such as
+        # experiment=compare included) changes it, and the runtime and logger are this
+        # command's
         cfg = resumed_config(cfg, run_dir, () if continuing else typed)
         if continuing and runtime is not None:
             cfg.runtime = runtime
+        if continuing and logger is not None:
+            cfg.logger = logger
     train_cfg = train_config(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, int(cfg.threads)))
@@ -167,9 +172,11 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     RunDir(run_dir).write_config(cfg)
     runtime_cfg = OmegaConf.to_container(cfg, resolve=True).get("runtime")
     spec = TargetSpec(cfg.hwmodel.name, params, env.workload)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    loggers = make_loggers(resolved.get("logger"), run_dir, resolved)
     with make_runtime(RuntimeConfig.from_mapping(runtime_cfg), env, spec) as runtime:
         trainer.use_runtime(runtime)
-        trainer.run()
+        trainer.run(callbacks=loggers)
     return trainer
 
 
