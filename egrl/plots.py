@@ -10,6 +10,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from egrl.report.layout import fit_title  # noqa: E402
+
+#: title font size of the run plots, points (long titles wrap to the figure's width)
+TITLE_SIZE = 11
+
 
 def plot_speedup_curve(rows: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Best speedup over the native compiler against iterations, with the compiler at 1.0.
@@ -57,7 +62,7 @@ def _finish(fig, ax, path: Path, ylabel: str, title: str, legend_loc: str) -> Pa
     """Label an iterations x-axis, add legend and grid, write ``path`` and close ``fig``."""
     ax.set_xlabel("iterations (hardware evaluations)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 0.9 * fig.get_figwidth(), TITLE_SIZE), fontsize=TITLE_SIZE)
     ax.legend(loc=legend_loc)
     ax.grid(alpha=0.3)
     fig.tight_layout()

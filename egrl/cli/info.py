@@ -18,6 +18,7 @@ import numpy as np
 
 import workloads
 from egrl import make_env
+from egrl.units import format_latency
 
 
 def zoo_table() -> str:
@@ -80,10 +81,12 @@ def print_optimum(env, time_limit_s: float, workers: int) -> None:
     """Solve the optimum (bounded by ``time_limit_s``) and print it against the compiler."""
     opt = env.optimum(time_limit_s=time_limit_s, workers=workers)
     state = (
-        "proven optimal" if opt.proven else f"gap {opt.gap:.2%}, bound {opt.bound_s * 1e3:.4f} ms"
+        "proven optimal"
+        if opt.proven
+        else f"gap {opt.gap:.2%}, bound {format_latency(opt.bound_s)}"
     )
     print(
-        f"optimum ({state}, {opt.wall_s:.1f} s): {opt.latency_s * 1e3:9.4f} ms, "
+        f"optimum ({state}, {opt.wall_s:.1f} s): {format_latency(opt.latency_s):>10}, "
         f"speedup over the compiler {env.baseline_latency_s / opt.latency_s:.3f}x"
     )
     print(placement_summary(env, opt.mapping))
@@ -109,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n## {env.workload.name} on {args.hwmodel}: {env.num_units} units, "
         f"heads {env.head_names}\n"
     )
-    print(f"initial map (EGRL's start):  {initial.latency_s[0] * 1e3:9.4f} ms")
-    print(f"native compiler map:         {env.baseline_latency_s * 1e3:9.4f} ms")
+    print(f"initial map (EGRL's start):  {format_latency(initial.latency_s[0]):>10}")
+    print(f"native compiler map:         {format_latency(env.baseline_latency_s):>10}")
     print(placement_summary(env, env.baseline_mapping))
     if args.optimum:
         print_optimum(env, args.time_limit, args.workers)

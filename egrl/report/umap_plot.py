@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from egrl.report.layout import fit_title
 from egrl.report.runs import RunArtifacts
 from egrl.report.selection import map_set, one_hot, subsample
 
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 #: UMAP needs a few points for its spectral initialisation; fewer are laid out by PCA
 MIN_UMAP_POINTS = 4
+#: width of one panel, inches (a long run label wraps to it)
+PANEL_WIDTH_IN = 5.2
 
 
 @dataclass
@@ -190,7 +193,8 @@ def draw_umap(ax: Axes, panel: UmapPanel) -> None:
         zorder=6,
     )
     shown = len(xy) - (0 if panel.compiler_evaluated else 1)
-    ax.set_title(f"{panel.title}\n{shown} of {panel.num_distinct} distinct maps", fontsize=10)
+    title = fit_title(panel.title, 0.9 * PANEL_WIDTH_IN, 10)
+    ax.set_title(f"{title}\n{shown} of {panel.num_distinct} distinct maps", fontsize=10)
     ax.set_xlabel("UMAP 1")
     ax.set_ylabel("UMAP 2")
     ax.set_xticks([])
@@ -212,7 +216,7 @@ def plot_umap(panels: Sequence[UmapPanel], path: str | Path, ncols: int = 3) -> 
     path = Path(path)
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(5.2 * ncols, 5.3 * nrows), dpi=110, layout="constrained")
+    fig = Figure(figsize=(PANEL_WIDTH_IN * ncols, 5.3 * nrows), dpi=110, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, panel in zip(axes, panels):
         draw_umap(ax, panel)
