@@ -74,6 +74,17 @@ OVERRIDES_FILE = Path(".hydra") / "overrides.yaml"
 SUBDIRS = frozenset({CHECKPOINTS_DIR, POLICIES_DIR, ".hydra", "figures"})
 
 
+def workload_label(name: str) -> str:
+    """A workload's name for a directory or a file: a zoo name as it is, a workload file by
+    its file name, ending included (``models/mynet.onnx`` -> ``mynet.onnx``), so runs of
+    ``mynet.onnx`` and ``mynet.json.gz`` land apart."""
+    import workloads
+
+    if not workloads.zoo.is_path(name):
+        return str(name)
+    return Path(str(name)).name
+
+
 def append_metrics_row(path: Path, columns: tuple[str, ...], row: Mapping) -> None:
     """Append one row to a metrics CSV, writing the header first if the file is new.
 

@@ -90,6 +90,8 @@ class Run:
             return self.agent
         if key == "workload":
             return self.workload
+        if key == "hwmodel":
+            return self.hwmodel
         if key in self.config:
             return format_value(self.config[key])
         return self.overrides.get(key, "-")

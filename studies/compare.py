@@ -93,12 +93,42 @@ def roots_of(cfg: DictConfig, out: Path) -> list[Path]:
     return [*from_roots(cfg), *([out] if out.is_dir() else [])]
 
 
+#: the hardware model of a plan that names none (``configs/train.yaml``'s default)
+DEFAULT_HWMODEL = "nnpi"
+
+
+def plan_hwmodel(cfg: DictConfig) -> str:
+    """The hardware model the plan's runs are made on: the last ``hwmodel=`` (or
+    ``hwmodel.name=``) of its ``overrides`` and ``set``, else :data:`DEFAULT_HWMODEL`."""
+    name = DEFAULT_HWMODEL
+    for item in [*(cfg.get("overrides") or []), *(cfg.get("set") or [])]:
+        key, sep, value = str(item).partition("=")
+        if sep and key.lstrip("+~") in ("hwmodel", "hwmodel.name"):
+            name = value.strip()
+    return name
+
+
+def other_hardware(cfg: DictConfig):
+    """What leaves a run of another hardware model out of the study (the comparison is of
+    agents on one model: runs of others are never averaged in)."""
+    hwmodel = plan_hwmodel(cfg)
+
+    def why(run) -> str | None:
+        if run.hwmodel == hwmodel:
+            return None
+        return f"hwmodel={run.hwmodel}: not the study's hardware model ({hwmodel}); left out"
+
+    return why
+
+
 def finished_elsewhere(cfg: DictConfig) -> set[tuple[str, str, int]]:
-    """``(workload, agent, seed)`` finished at the plan's budget in the ``from:`` sweeps."""
+    """``(workload, agent, seed)`` finished at the plan's budget on its hardware model in
+    the ``from:`` sweeps."""
     cells = set()
+    hwmodel = plan_hwmodel(cfg)
     for root in from_roots(cfg):
         for run in read_runs(root).runs:
-            if run.budget == cfg.budget:
+            if run.budget == cfg.budget and run.hwmodel == hwmodel:
                 cells.add((run.workload, run.agent, run.seed))
     return cells
 
@@ -417,8 +447,9 @@ def transfer_sources(cfg: DictConfig, agg: Aggregate) -> list[str]:
 
 
 def analyse(cfg: DictConfig, out: Path) -> Result:
-    """Aggregate every run (the optimum solved once and cached), read the sweeps' records
-    and the transfer outputs."""
+    """Aggregate every run of the plan's hardware model (the optimum solved once and
+    cached; runs of other models are left out, named), read the sweeps' records and the
+    transfer outputs."""
     roots = roots_of(cfg, out)
     agg = aggregate(
         roots,
@@ -426,6 +457,7 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
         optimum_time_s=float(cfg.optimum.time_s),
         optimum_workers=int(cfg.optimum.workers),
         figures=False,
+        leave_out=other_hardware(cfg),
     )
     sources = transfer_sources(cfg, agg)
     rows = read_transfer(sources) if sources else None

@@ -385,7 +385,9 @@ def test_readme_own_model_example_runs(tmp_path):
             assert "native compiler map" in out.stdout
             continue
         run_dir = Path(out.stdout.rsplit("results in ", 1)[1].strip())
-        assert run_dir.parent.parent.name == "mynet"
+        # runs/<hardware model>/<workload file>/<agent>/seed...: .onnx and .json.gz apart
+        assert run_dir.parent.parent.name == Path(command[1].split("=", 1)[1]).name
+        assert run_dir.parent.parent.parent.name == "nnpi"
         best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
         assert best["mapping"] is not None and best["iterations"] > 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import statistics
 import subprocess
@@ -42,6 +43,7 @@ def fake_run(
         "workload": {"name": workload},
         "hwmodel": {"name": "nnpi", "params": {}},
         "population": {"size": 20, "boltzmann_fraction": 0.2},
+        "reward": "egrl",
         **(config or {}),
     }
     (run / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
@@ -156,7 +158,7 @@ def test_sweep_groups_by_swept_keys(tmp_path):
     found = collect_runs([root])
     assert swept_keys(found.runs) == ["population.size"]
     agg = aggregate([root], out_dir=tmp_path / "out", solve_optimum=False)
-    assert agg.keys == ("workload", "agent", "population.size")
+    assert agg.keys == ("hwmodel", "workload", "agent", "population.size")
     assert [g.get("population.size") for g in agg.groups] == ["10", "20", "40"]
     for g in agg.groups:
         size = int(g.get("population.size"))
@@ -225,9 +227,10 @@ def test_optimum_from_agent_run_and_from_cache(tmp_path, monkeypatch):
     agg = aggregate([runs_root], out_dir=cache, figures=False)
     assert [r.agent for r in agg.reference] == ["optimum"]  # finished with its one evaluation
     assert {g.get("agent") for g in agg.groups} == {"sa"}
-    assert agg.optimum["resnet50"].speedup == 1.25 and agg.optimum["resnet50"].tag == "proven"
-    assert agg.optimum["resnet101"].speedup == 1.5
-    assert agg.optimum["resnet101"].tag == "gap 1.00%"
+    # keyed by target: hardware model (and parameters) and workload
+    resnet50, resnet101 = agg.optimum["nnpi/resnet50"], agg.optimum["nnpi/resnet101"]
+    assert resnet50.speedup == 1.25 and resnet50.tag == "proven"
+    assert resnet101.speedup == 1.5 and resnet101.tag == "gap 1.00%"
 
 
 def test_optimum_is_solved_once_and_cached(tmp_path):
@@ -339,3 +342,201 @@ def test_merged_sweeps_are_separate_grids(tmp_path):
         ("bert-base", "sa", 2),
         ("bert-base", "ga", 3),
     }
+
+
+# ------------------------------------------------------------ runs that never mix (issue 25)
+def test_runs_of_different_targets_are_never_averaged_together(tmp_path, monkeypatch):
+    """The issue's NNP-I and mcm runs of resnet50 with sa, seed 0 each: two groups, each
+    with the optimum of its own target; other hardware parameters, another reward and
+    another workload file split groups too, and every key that differs is a column."""
+    root = tmp_path / "runs"
+    mcm = {"name": "mcm", "params": {"num_chips": 36, "seed": 0}}
+    fake_run(root, "nnpi", "sa", "resnet50", 0, [(100, 1.125, 1.0)])
+    fake_run(root, "mcm", "sa", "resnet50", 0, [(100, 0.3, 1.0)], config={"hwmodel": mcm})
+    fake_run(
+        root,
+        "mcm-1",
+        "sa",
+        "resnet50",
+        1,
+        [(100, 0.5, 1.0)],
+        config={"hwmodel": {**mcm, "params": {"num_chips": 36, "seed": 1}}},
+    )
+    fake_run(
+        root,
+        "mcm16",
+        "sa",
+        "resnet50",
+        0,
+        [(100, 0.7, 1.0)],
+        config={"hwmodel": {"name": "mcm", "params": {"num_chips": 16, "seed": 0}}},
+    )
+    fake_run(
+        root, "repaired", "sa", "resnet50", 0, [(100, 1.5, 1.0)], config={"reward": "repaired"}
+    )
+    fake_run(root, "onnx", "sa", "net/mynet.onnx", 0, [(100, 1.0, 1.0)])
+    fake_run(root, "json", "sa", "net/mynet.json.gz", 0, [(100, 0.9, 1.0)])
+    cache = tmp_path / "out"
+    cache.mkdir()
+    optima = {
+        "nnpi/resnet50": ("nnpi", {}, 1.25),
+        'mcm/resnet50?{"num_chips": 36, "seed": 0}': ("mcm", {"num_chips": 36, "seed": 0}, 0.6),
+    }
+    (cache / CACHE_FILE).write_text(
+        json.dumps(
+            {
+                key: {
+                    "workload": "resnet50",
+                    "hwmodel": hw,
+                    "params": params,
+                    "speedup": sp,
+                    "proven": True,
+                    "gap": 0.0,
+                    "source": "test",
+                }
+                for key, (hw, params, sp) in optima.items()
+            }
+        )
+    )
+    agg = aggregate([root], out_dir=cache, solve_optimum=False, figures=False)
+    # hwmodel.params.seed holds each run's seed: a part of the sample, not a key
+    assert agg.keys == ("hwmodel", "workload", "agent", "hwmodel.params.num_chips", "reward")
+    cells = {
+        (g.get("hwmodel"), g.get("workload"), g.get("hwmodel.params.num_chips"), g.get("reward")): g
+        for g in agg.groups
+    }
+    assert sorted((k, g.n, round(g.mean, 3)) for k, g in cells.items()) == [
+        (("mcm", "resnet50", "16", "egrl"), 1, 0.7),
+        (("mcm", "resnet50", "36", "egrl"), 2, 0.4),
+        (("nnpi", "net/mynet.json.gz", "-", "egrl"), 1, 0.9),
+        (("nnpi", "net/mynet.onnx", "-", "egrl"), 1, 1.0),
+        (("nnpi", "resnet50", "-", "egrl"), 1, 1.125),
+        (("nnpi", "resnet50", "-", "repaired"), 1, 1.5),
+    ]
+    summary = (cache / "summary.md").read_text(encoding="utf-8")
+    head = next(line for line in summary.splitlines() if line.startswith("| workload"))
+    assert head.split(" | ")[:5] == [
+        "| workload",
+        "agent",
+        "hwmodel",
+        "hwmodel.params.num_chips",
+        "reward",
+    ]
+    assert head.count("budget") == 1
+    assert (
+        "| resnet50 | sa | nnpi | - | egrl | 100 | 1 | 1.125 | 1.125 – 1.125 | 1.0 | 1.250 (proven) | 90.0% |"
+        in summary
+    )
+    assert (
+        "| resnet50 | sa | mcm | 36 | egrl | 100 | 2 | 0.400 ± 0.141 | 0.300 – 0.500 | 1.0 | 0.600 (proven) | 66.7% |"
+        in summary
+    )
+    rows = list(csv.DictReader(open(cache / "final.csv", encoding="utf-8")))
+    assert {r["hwmodel"] for r in rows} == {"nnpi", "mcm"}
+
+
+def test_a_swept_budget_is_one_column(tmp_path):
+    for budget in (50, 100):
+        for seed in (0, 1):
+            fake_run(
+                tmp_path / "sweep",
+                f"b{budget}-{seed}",
+                "sa",
+                "resnet50",
+                seed,
+                [(budget, 0.9, 1.0)],
+                budget=budget,
+                overrides={"budget": budget},
+            )
+    agg = aggregate(
+        [tmp_path / "sweep"], out_dir=tmp_path / "out", solve_optimum=False, figures=False
+    )
+    assert agg.keys == ("hwmodel", "workload", "agent", "budget")
+    summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    head = next(line for line in summary.splitlines() if line.startswith("| workload"))
+    assert head.startswith("| workload | agent | budget | n |") and head.count("budget") == 1
+    assert "Same in every group: hwmodel=nnpi." in summary
+
+
+def test_a_folder_of_unrelated_runs_gives_a_short_summary(tmp_path):
+    """egrl-train's own layout (runs/<hwmodel>/<workload>/<agent>/seed...): no grid, so no
+    missing cells; a flat folder whose runs fill less than half of their grid is one line."""
+    root = tmp_path / "runs"
+    for i, (w, a) in enumerate(
+        itertools.product(("resnet18", "resnet50", "bert-base"), ("sa", "ga", "random"))
+    ):
+        for seed in range(i % 3 + 1):
+            fake_run(
+                root / "nnpi" / w / a,
+                f"seed{seed}-2026",
+                a,
+                w,
+                seed,
+                [(100, 0.5, 1.0)],
+                overrides={"budget": 100 + i},
+            )
+    fake_run(root / "nnpi" / "resnet18" / "sa", "seed9-2026", "sa", "resnet18", 9, [(50, 0.4, 1.0)])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "egrl.cli.experiment",
+            "aggregate",
+            str(root),
+            "--no-optimum",
+            "--no-figures",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert "1 left out: 1 incomplete:" in lines
+    assert not any("missing" in line for line in lines)
+    assert out.stderr.strip() == "WARNING 1 left out: 1 incomplete (listed in summary.md)"
+    assert len(lines) < 30
+
+    flat = tmp_path / "flat"
+    for i, (w, a) in enumerate(
+        itertools.product(("resnet18", "resnet50", "bert-base"), ("sa", "ga", "random"))
+    ):
+        fake_run(flat, f"{w}-{a}", a, w, i, [(100, 0.5, 1.0)])
+    agg = aggregate([flat], solve_optimum=False)
+    assert [p.reason for p in agg.problems] == [
+        "not one sweep: its 9 runs fill 9 of the 81 cells of workload x agent x seed; "
+        "missing cells not listed"
+    ]
+
+
+def test_workload_files_get_labels_that_tell_them_apart():
+    from egrl.rundir import workload_label
+
+    assert workload_label("resnet50") == "resnet50"
+    assert workload_label("models/mynet.onnx") == "mynet.onnx"
+    assert workload_label("models/mynet.json.gz") == "mynet.json.gz"
+
+
+def test_the_comparison_study_leaves_out_other_hardware_models(tmp_path):
+    from omegaconf import OmegaConf
+
+    from studies.compare import other_hardware, plan_hwmodel
+
+    plan = OmegaConf.create({"overrides": ["threads=1"], "set": []})
+    assert plan_hwmodel(plan) == "nnpi"
+    assert plan_hwmodel(OmegaConf.create({"overrides": [], "set": ["hwmodel=mcm"]})) == "mcm"
+    fake_run(tmp_path, "nnpi", "sa", "resnet50", 0, [(100, 1.1, 1.0)])
+    fake_run(
+        tmp_path,
+        "mcm",
+        "sa",
+        "resnet50",
+        0,
+        [(100, 0.3, 1.0)],
+        config={"hwmodel": {"name": "mcm", "params": {}}},
+    )
+    agg = aggregate([tmp_path], solve_optimum=False, leave_out=other_hardware(plan))
+    assert [(g.get("hwmodel"), g.n) for g in agg.groups] == [("nnpi", 1)]
+    assert [p.reason for p in agg.problems] == [
+        "hwmodel=mcm: not the study's hardware model (nnpi); left out"
+    ]

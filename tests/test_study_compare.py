@@ -174,5 +174,5 @@ def test_smoke_again_runs_nothing_new(smoke):
     assert compare.comparison(other, Path(f"{smoke}-2")) == []
     result = compare.analyse(other, Path(f"{smoke}-2"))
     assert len(result.agg.runs) == 4 and len(result.records) == 2
-    assert not math.isnan(result.agg.optimum["resnet18"].speedup)
+    assert not math.isnan(result.agg.optimum["nnpi/resnet18"].speedup)
     assert render.read_section("other", smoke / "results.md") == "## Other\n\nkept"

@@ -111,8 +111,9 @@ def test_typed_keys_and_swept_values():
 
 def test_workload_label_names_run_directories():
     assert workload_label("resnet50") == "resnet50"
-    assert workload_label("models/my.net.onnx") == "my.net"
-    assert workload_label("x.json.gz") == "x"
+    # a file by its name, ending included: mynet.onnx and mynet.json.gz runs land apart
+    assert workload_label("models/my.net.onnx") == "my.net.onnx"
+    assert workload_label("x.json.gz") == "x.json.gz"
 
 
 # ------------------------------------------------------------------ resume

@@ -33,19 +33,22 @@ def plot_workload(
     runs: Sequence[Run],
     keys: Sequence[str],
     path: str | Path,
-    optimum: OptimumInfo | None = None,
+    optimum: OptimumInfo | Sequence[OptimumInfo] | None = None,
     colors: dict[str, tuple] | None = None,
     points: int = 200,
+    shown: Sequence[str] | None = None,
 ) -> Path:
     """Figure-3 panel for the runs of one workload.
 
     Args:
         runs: finished runs, all on one workload.
-        keys: grouping keys (``workload``, ``agent``, swept keys): one line per group.
+        keys: grouping keys (``hwmodel``, ``workload``, ``agent``, ...): one line per group.
         path: PNG to write.
-        optimum: the reference line (None: not drawn).
+        optimum: the reference line, or one per hardware target (None: not drawn).
         colors: agent -> colour (default: :func:`agent_colors`).
         points: size of the common iteration grid.
+        shown: the keys a line's label names (default: every key); the workload is the
+            title's.
     """
     path = Path(path)
     workload = runs[0].workload
@@ -64,19 +67,25 @@ def plot_workload(
         mean, std = mean_band(members, grid)
         style = styles[seen.get(agent, 0) % len(styles)]
         seen[agent] = seen.get(agent, 0) + 1
-        extra = " ".join(f"{k}={v}" for k, v in setting.items() if k not in ("workload", "agent"))
+        extra = " ".join(
+            f"{k}={v}"
+            for k, v in setting.items()
+            if k not in ("workload", "agent") and (shown is None or k in shown)
+        )
         label = f"{agent} {extra}".strip() + f" (n={len(members)})"
         color = colors.get(agent)
         ax.plot(grid, mean, style, color=color, label=label, linewidth=1.5)
         ax.fill_between(grid, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="native compiler")
-    if optimum is not None:
+    optima = [optimum] if isinstance(optimum, OptimumInfo) else list(optimum or [])
+    for i, opt in enumerate(optima):
+        where = f"{opt.hwmodel} " if len(optima) > 1 else ""
         ax.axhline(
-            optimum.speedup,
+            opt.speedup,
             color="black",
-            linestyle=":",
+            linestyle=(":", "-.", "--")[i % 3],
             linewidth=1.2,
-            label=f"optimum {optimum.speedup:.3f} ({optimum.tag})",
+            label=f"optimum {where}{opt.speedup:.3f} ({opt.tag})",
         )
     ax.set_xlabel("iterations (hardware evaluations)")
     ax.set_ylabel("best speedup over the compiler")

@@ -1,6 +1,7 @@
-"""The optimum's speedup per workload: the reference line of every figure and table.
+"""The optimum's speedup per hardware target: the reference line of every figure and table.
 
-Sources, in order: a finished run of the ``optimum`` agent on that workload (its final
+A target is a hardware model with its parameters bound to a workload (:func:`target_key`).
+Sources, in order: a finished run of the ``optimum`` agent on that target (its final
 best speedup; ``solver_proven`` and ``solver_gap`` from its metrics.csv); the cache
 ``optimum.json`` in the output directory; a fresh ``env.optimum(time_limit_s)`` solve,
 which is then cached. Entries are keyed by hardware model, its parameters and workload.
@@ -59,6 +60,22 @@ def cache_key(hwmodel: str, params: dict, workload: str) -> str:
     return f"{hwmodel}/{workload}" + (f"?{json.dumps(params, sort_keys=True)}" if params else "")
 
 
+#: the workload option that changes the workload itself (and so its optimum)
+DME_KEY = "workload.eliminate_data_movement"
+
+
+def eliminates_data_movement(run: Run) -> bool:
+    return str(run.config.get(DME_KEY, False)).lower() == "true"
+
+
+def target_key(run: Run) -> str:
+    """The hardware target a run was measured on: hardware model, its parameters and the
+    workload (``+dme`` when its data movement was eliminated), as ``optimum.json`` keys
+    its entries; runs with one target share one optimum."""
+    key = cache_key(run.hwmodel, hw_params(run), run.workload)
+    return key + "+dme" if eliminates_data_movement(run) else key
+
+
 def _float(text) -> float:
     try:
         return float(text)
@@ -83,12 +100,22 @@ def _from_agent_run(run: Run) -> OptimumInfo:
 
 
 def solve_optimum(
-    hwmodel: str, params: dict, workload: str, time_limit_s: float, workers: int = 2
+    hwmodel: str,
+    params: dict,
+    workload: str,
+    time_limit_s: float,
+    workers: int = 2,
+    eliminate_data_movement: bool = False,
 ) -> OptimumInfo:
     """Solve the workload's cost model with ``env.optimum``."""
     from egrl.env import make_env
 
-    env = make_env(hwmodel=hwmodel, workload=workload, **params)
+    env = make_env(
+        hwmodel=hwmodel,
+        workload=workload,
+        eliminate_data_movement=eliminate_data_movement,
+        **params,
+    )
     log.info("solving the optimum of %s on %s (limit %.0f s)", workload, hwmodel, time_limit_s)
     opt = env.optimum(time_limit_s=time_limit_s, workers=workers)
     return OptimumInfo(
@@ -104,7 +131,7 @@ def solve_optimum(
     )
 
 
-def optimum_speedups(
+def optimum_by_target(
     runs: Sequence[Run],
     reference_runs: Sequence[Run] = (),
     cache_dir: str | Path | None = None,
@@ -112,14 +139,15 @@ def optimum_speedups(
     solve: bool = True,
     workers: int = 2,
 ) -> dict[str, OptimumInfo]:
-    """The optimum per workload of ``runs`` (workload name -> info; absent when unknown).
+    """The optimum of every hardware target of ``runs`` (:func:`target_key` -> info;
+    absent when unknown).
 
     Args:
-        runs: the study's runs (their workloads and hardware models are looked up).
+        runs: the study's runs (their targets are looked up).
         reference_runs: finished runs of the ``optimum`` agent.
         cache_dir: where ``optimum.json`` is read and written (None: no cache).
-        time_limit_s: solver limit per workload for fresh solves.
-        solve: solve workloads that neither a run nor the cache covers.
+        time_limit_s: solver limit per target for fresh solves.
+        solve: solve targets that neither a run nor the cache covers.
         workers: solver threads of those solves.
 
     The cache is written after every fresh solve, so an interrupted aggregation keeps
@@ -131,23 +159,46 @@ def optimum_speedups(
         cache = json.loads(cache_path.read_text(encoding="utf-8"))
     out: dict[str, OptimumInfo] = {}
     for ref in sorted(reference_runs, key=lambda r: r.final_speedup):
-        out[ref.workload] = _from_agent_run(ref)  # the best of several runs wins
-    for run in sorted(runs, key=lambda r: r.workload):
-        if run.workload in out:
+        out[target_key(ref)] = _from_agent_run(ref)  # the best of several runs wins
+    for run in sorted(runs, key=target_key):
+        key = target_key(run)
+        if key in out:
             continue
-        params = hw_params(run)
-        key = cache_key(run.hwmodel, params, run.workload)
         if key in cache:
-            out[run.workload] = OptimumInfo(**cache[key])
+            out[key] = OptimumInfo(**cache[key])
         elif solve:
+            params, dme = hw_params(run), eliminates_data_movement(run)
             try:
-                info = solve_optimum(run.hwmodel, params, run.workload, time_limit_s, workers)
+                info = solve_optimum(run.hwmodel, params, run.workload, time_limit_s, workers, dme)
             except NotImplementedError as err:
-                log.warning("no optimum for %s: %s", run.workload, err)
+                log.warning("no optimum for %s: %s", key, err)
                 continue
-            out[run.workload] = info
+            out[key] = info
             cache[key] = asdict(info)
             _save_cache(cache_path, cache)
+    return out
+
+
+def optimum_speedups(
+    runs: Sequence[Run],
+    reference_runs: Sequence[Run] = (),
+    cache_dir: str | Path | None = None,
+    time_limit_s: float = 60.0,
+    solve: bool = True,
+    workers: int = 2,
+) -> dict[str, OptimumInfo]:
+    """:func:`optimum_by_target` keyed by workload name, for runs of one hardware model
+    and parameters (a study of one target); ``ValueError`` if two targets share a
+    workload."""
+    by_target = optimum_by_target(runs, reference_runs, cache_dir, time_limit_s, solve, workers)
+    out: dict[str, OptimumInfo] = {}
+    for key, info in by_target.items():
+        if info.workload in out:
+            raise ValueError(
+                f"runs of several hardware targets on {info.workload!r} ({key} and another): "
+                "use optimum_by_target"
+            )
+        out[info.workload] = info
     return out
 
 

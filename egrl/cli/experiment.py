@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections import Counter
 from pathlib import Path
 
 from egrl.aggregate.aggregate import Aggregate, aggregate
 from egrl.aggregate.launch import launch
-from egrl.aggregate.tables import final_table
+from egrl.aggregate.tables import final_table, problem_counts, problem_kind, problems_summary
 
 log = logging.getLogger("egrl.experiment")
 
@@ -30,7 +31,8 @@ def _aggregate_options(parser: argparse.ArgumentParser) -> None:
         "--group-by",
         nargs="+",
         metavar="KEY",
-        help="dotted config keys to group by besides workload and agent (default: the swept ones)",
+        help="dotted config keys to group by first, besides hardware model, workload and agent "
+        "(keys in which the runs of a group still differ are always added)",
     )
     parser.add_argument(
         "--optimum-time",
@@ -86,12 +88,33 @@ def _aggregate(args, roots: list[Path]) -> Aggregate:
     )
 
 
+#: runs left out that are listed one by one on the terminal, per kind (summary.md has all)
+LISTED = 5
+
+
+def left_out_lines(problems, limit: int = LISTED) -> list[str]:
+    """The runs left out for the terminal: the first ``limit`` of each kind, then how
+    many more (summary.md lists them all)."""
+    lines, seen = [], Counter()
+    for p in problems:
+        kind = problem_kind(p)
+        seen[kind] += 1
+        if seen[kind] <= limit:
+            lines.append(f"  {p}")
+    lines += [
+        f"  ... and {n - limit} more {kind}" for kind, n in problem_counts(problems) if n > limit
+    ]
+    return lines
+
+
 def _report(agg: Aggregate) -> None:
+    same = agg.constant
+    if same:
+        print("same in every group: " + ", ".join(f"{k}={v}" for k, v in same.items()) + "\n")
     print(final_table(agg.groups, agg.optimum))
     if agg.problems:
-        print(f"\n{len(agg.problems)} run(s) left out:")
-        for p in agg.problems:
-            print(f"  {p}")
+        print(f"\n{problems_summary(agg.problems)}:")
+        print("\n".join(left_out_lines(agg.problems)))
     print(f"\noutputs in {agg.out_dir}")
 
 

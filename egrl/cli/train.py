@@ -4,7 +4,7 @@
     egrl-train workload=bert-base seed=3 budget=2000
     egrl-train workload=path/to/model.onnx       # your own model (.onnx, .json, .json.gz)
     egrl-train -m seed=0,1,2,3,4                 # a sweep
-    egrl-train resume=runs/resnet50/egrl/seed0-20261121-101500 [budget=6000]
+    egrl-train resume=runs/nnpi/resnet50/egrl/seed0-20261121-101500 [budget=6000]
     egrl-train -m seed=0,1,2,3,4 hydra.sweep.dir=SWEEP continue_runs=true   # finish a sweep
 
 The run directory (Hydra's output directory, or ``resume``'s) receives the resolved
@@ -49,10 +49,11 @@ from egrl.cli.resume import (
     with_screen_of_its_time,
 )
 from egrl.loggers import make_loggers
-from egrl.rundir import RunDir
+from egrl.rundir import RunDir, workload_label
 from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from egrl.transfer import SnapshotError
+from egrl.units import format_latency
 from egrl.validation import ConfigError
 
 log = logging.getLogger("egrl.train")
@@ -70,17 +71,6 @@ if not OmegaConf.has_resolver("first_set"):
     OmegaConf.register_new_resolver(
         "first_set", lambda *values: next((v for v in values if v), None)
     )
-
-
-def workload_label(name: str) -> str:
-    """A workload's name for a directory: the file name without its ending for a path."""
-    if not workloads.zoo.is_path(name):
-        return str(name)
-    base = Path(str(name)).name
-    for suffix in workloads.zoo.FILE_SUFFIXES:
-        if base.lower().endswith(suffix) and len(base) > len(suffix):
-            return base[: -len(suffix)]
-    return base
 
 
 if not OmegaConf.has_resolver("workload_label"):
@@ -205,7 +195,7 @@ def train(cfg: DictConfig) -> float:
     best = trainer.best
     print(
         f"best speedup over the compiler: {best.speedup:.4f} "
-        f"(latency {best.latency_s * 1e3:.4f} ms, found at iteration {best.iteration}); "
+        f"(latency {format_latency(best.latency_s)}, found at iteration {best.iteration}); "
         f"results in {trainer.run_dir}"
     )
     return best.speedup
