@@ -1,6 +1,6 @@
 """``egrl-report``: figures of the maps found by one or more runs.
 
-    egrl-report runs/resnet50/egrl/seed0-20261121-101500
+    egrl-report runs/nnpi/resnet50/egrl/seed0-20261121-101500
     egrl-report RUN_A RUN_B RUN_C --out figures/       # plus umap_runs.png side by side
     egrl-report RUN --competitive-tol 0.02 --top 20 --max-maps 2000
 

@@ -1,7 +1,7 @@
 """Figures of the maps a run found (the EGRL paper's Figures 5 and 6).
 
 >>> from egrl.report import load_artifacts, write_run_report, ReportOptions
->>> run = load_artifacts("runs/resnet50/egrl/seed0-...")   # config, checkpoint, re-evaluated maps
+>>> run = load_artifacts("runs/nnpi/resnet50/egrl/seed0-...")   # config, checkpoint, re-evaluated maps
 >>> write_run_report(run, run.run_dir / "report", ReportOptions()).figures
 {'umap': ..., 'transitions': ..., 'maps': ...}
 
