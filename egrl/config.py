@@ -94,8 +94,10 @@ class ScreenConfig:
     ``pool`` times its usual batch (1: no screening); maps the measure cache knows are
     free; of the new ones the model's top-ranked are paid, except a share ``explore``
     drawn at random; screening starts after ``warmup`` paid measurements. The model is
-    fitted on at most ``max_train`` of them (drawn at random). ``prior`` and ``init_from``
-    are kept for models that start from other knowledge (not supported yet). Keys beyond
+    fitted on at most ``max_train`` of them (drawn at random). ``prior`` (``nnpi``) adds
+    another model's free description of each map to what the model reads; ``init_from``
+    (a run directory or a list of them, runs of the same target on other workloads) adds
+    their measurements to what it is fitted on (:mod:`egrl.screening.earlier`). Keys beyond
     these land in ``options``: the model's own (``trees``, ``max_features``, ...).
     ``docs/screening.md`` describes it.
     """
@@ -106,7 +108,7 @@ class ScreenConfig:
     warmup: int = 0
     max_train: int = 1000
     prior: str | None = None
-    init_from: str | None = None
+    init_from: str | list[str] | None = None
     options: dict = field(default_factory=dict)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from typing import Any
 
@@ -42,6 +42,7 @@ class Rule:
         pattern: a regular expression a ``str`` option must match in full.
         describe: the allowed values in words, for a ``pattern``.
         words: strings a number option also accepts (e.g. ``auto``).
+        many: a non-empty list of such values is accepted too.
     """
 
     kind: type
@@ -54,9 +55,13 @@ class Rule:
     pattern: str | None = None
     describe: str = ""
     words: tuple[str, ...] = ()
+    many: bool = False
 
     def accepts(self, value: Any) -> bool:
         """True if ``value`` is of the rule's kind and within its bounds."""
+        if self.many and isinstance(value, (list, tuple)):
+            one = replace(self, many=False, optional=False)
+            return bool(value) and all(one.accepts(v) for v in value)
         if value is None:
             return self.optional
         if isinstance(value, str) and value in self.words:
@@ -182,8 +187,10 @@ RULES: dict[str, Rule] = {
     "screen.explore": Rule(float, low=0, high=1, high_open=True),
     "screen.warmup": at_least(0),
     "screen.max_train": at_least(1),
-    "screen.prior": Rule(str, pattern=r".+", describe="a path", optional=True),
-    "screen.init_from": Rule(str, pattern=r".+", describe="a path", optional=True),
+    "screen.prior": Rule(str, choices=("nnpi",), optional=True),
+    "screen.init_from": Rule(
+        str, pattern=r".+", describe="a run directory or a list of them", optional=True, many=True
+    ),
 }
 
 

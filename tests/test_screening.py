@@ -17,7 +17,7 @@ from egrl.cli.resume import with_screen_of_its_time
 from egrl.config import ScreenConfig, from_mapping
 from egrl.measure_cache import MeasureCache
 from egrl.screening.features import Featurizer, one_hot
-from egrl.screening.models import ForestModel
+from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
 from egrl.validation import ConfigError, config_problems
 from tests.test_cli import assert_refused, egrl_train
@@ -78,11 +78,22 @@ def test_features_add_the_targets_description_when_it_has_one():
 
 
 # ------------------------------------------------------------------- models
+def rows_domain(x: np.ndarray) -> tuple[Domain, np.ndarray]:
+    """A domain whose map ``[[[i]]]`` has the features ``x[i]``, and those maps."""
+
+    def featurize(maps: np.ndarray) -> np.ndarray:
+        return x[maps[:, 0, 0]]
+
+    maps = np.arange(len(x))[:, None, None]
+    return Domain("rows", featurize, None, np.array([len(x)])), maps
+
+
 def fit_and_rank(x: np.ndarray, reward: np.ndarray) -> tuple[float, float]:
     """Spearman and top-quarter share of a forest fitted on 200 maps, on 100 others."""
+    domain, maps = rows_domain(x)
     model = ForestModel(seed=0, trees=32)
-    model.fit(x[:200], reward[:200])
-    predicted = model.predict(x[200:])
+    model.fit([Measured(domain, maps[:200], reward[:200])])
+    predicted = model.predict(domain, maps[200:])
     assert predicted.shape == (100,)
     return spearman(predicted, reward[200:]), top_quarter(predicted, reward[200:])
 
@@ -114,22 +125,20 @@ def test_quality_metrics():
 
 # ------------------------------------------------------------------- select
 class SumModel:
-    """Features of a map are its choices; it predicts their sum (no fitting)."""
+    """It predicts the sum of a map's choices (no fitting)."""
 
-    def fit(self, X, y):
+    def fit(self, data):
         pass
 
-    def predict(self, X):
-        return X.sum(axis=1).astype(np.float64)
+    def predict(self, domain, maps):
+        return np.asarray(maps).reshape(len(maps), -1).sum(axis=1).astype(np.float64)
 
 
 def fitted_screen(explore: float = 0.0, cache: MeasureCache | None = None) -> Screen:
     cache = cache if cache is not None else MeasureCache(100, max_choices=10)
+    domain = Domain("toy", None, None, np.array([10]))
     screen = Screen(
-        ScreenConfig(name="forest", pool=4, explore=explore, warmup=0),
-        lambda maps: np.asarray(maps, np.float32).reshape(len(maps), -1),
-        cache,
-        seed=0,
+        ScreenConfig(name="forest", pool=4, explore=explore, warmup=0), domain, cache, 0
     )
     screen.model = SumModel()
     return screen
@@ -188,13 +197,13 @@ def test_refit_waits_for_the_warmup_and_state_round_trips():
     env = make_env("nnpi", "resnet18")
     rng = np.random.default_rng(0)
     cfg = ScreenConfig(name="forest", pool=2, warmup=20, options={"trees": 8})
-    screen = Screen(cfg, Featurizer(env.target, env.num_choices), MeasureCache(0, 3), seed=1)
+    screen = Screen(cfg, Domain.of(env), MeasureCache(0, 3), seed=1)
     maps = env.random_mappings(30, rng)
     screen.observe(maps[:10], rng.random(10))
     assert not screen.refit() and not screen.active
     screen.observe(maps[10:25], rng.random(15))
     assert screen.refit() and screen.active and not screen.refit()
-    other = Screen(cfg, Featurizer(env.target, env.num_choices), MeasureCache(0, 3), seed=1)
+    other = Screen(cfg, Domain.of(env), MeasureCache(0, 3), seed=1)
     other.load_state_dict(screen.state_dict())
     assert other.refit()
     np.testing.assert_array_equal(other.predict(maps[25:]), screen.predict(maps[25:]))
@@ -263,7 +272,7 @@ def test_without_screening_metrics_keep_their_columns():
 def test_screen_values_are_checked():
     bad = {"screen": {"name": "bogus", "pool": 0, "explore": 1.0, "warmup": -1}}
     assert config_problems(bad) == [
-        "screen.name=bogus is invalid: expected one of none, forest",
+        "screen.name=bogus is invalid: expected one of none, forest, critic, gnn",
         "screen.pool=0 is invalid: expected an integer >= 1",
         "screen.explore=1.0 is invalid: expected a number in [0, 1)",
         "screen.warmup=-1 is invalid: expected an integer >= 0",

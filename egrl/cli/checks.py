@@ -118,8 +118,9 @@ def runtime_problems(task: dict) -> list[str]:
 
 
 def screen_problems(task: dict) -> list[str]:
-    """The screen model's own options (``screen.trees``, ...) and the options not supported
-    yet, one line each (the section's common keys are in the option table)."""
+    """The screen model's own options (``screen.trees``, ...) and its earlier runs
+    (``screen.init_from``), one line each (the section's common keys are in the option
+    table)."""
     from dataclasses import fields
 
     from egrl.agents import agent_class
@@ -141,9 +142,24 @@ def screen_problems(task: dict) -> list[str]:
     common = {f.name for f in fields(ScreenConfig)} - {"options"}
     options = {k: v for k, v in screen.items() if k not in common}
     problems = option_problems(name, {**dict(screen.get("options") or {}), **options})
-    for key in ("prior", "init_from"):
-        if screen.get(key) is not None:
-            problems.append(f"screen.{key}={show(screen[key])} is invalid: not supported yet")
+    if not problems and not task.get("resume"):
+        problems += earlier_run_problems(task)
+    return problems
+
+
+def earlier_run_problems(task: dict) -> list[str]:
+    """``screen.init_from``: each run must exist and be of this run's target (hardware
+    model and its parameters, reward), one line each."""
+    from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_config
+
+    problems = []
+    for path in as_paths((task.get("screen") or {}).get("init_from")):
+        try:
+            line = foreign_problem(path, read_config(path), task)
+        except EarlierRunError as exc:
+            line = str(exc)
+        if line is not None:
+            problems.append(line)
     return problems
 
 

@@ -1,38 +1,85 @@
 """The cost models a screen ranks candidates with, behind one small protocol.
 
-A model is fitted on the features of the run's paid maps ``X`` float32 ``[M, F]`` and their
-measured rewards ``y`` float64 ``[M]``, and predicts the reward of new maps. A screen
-builds a fresh model for every fit (:func:`build_model`) with a seed derived from the
-run's seed and the number of measurements so far, so a fit is a function of the data
+A model is fitted on paid measurements (:class:`Measured`: maps of one workload on one
+target and their measured rewards) and predicts the reward of new maps of a workload
+(:class:`Domain`). ``data[0]`` is always the run's own; with ``screen.init_from`` the
+earlier runs of the same target on other workloads follow, so a model that reads what
+carries across workloads (the target's description, the workload graph) starts from them.
+A screen builds a fresh model for every fit (:func:`build_model`) with a seed derived from
+the run's seed and the number of measurements so far, so a fit is a function of the data
 alone and a resumed run refits the same model.
 
-``forest``: scikit-learn's :class:`~sklearn.ensemble.ExtraTreesRegressor` (randomised
-trees on the one-hot choices and the target's description). scikit-learn is imported
-when a forest is first built, not with this module.
+``forest``: scikit-learn's :class:`~sklearn.ensemble.ExtraTreesRegressor`, on the one-hot
+choices and the target's description (:meth:`Featurizer.__call__`); fitted on several
+workloads, on what they share (:meth:`Featurizer.shared`: choice shares and the
+description). scikit-learn is imported when a forest is first built, not with this module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from egrl.screening.features import Featurizer
+
 #: ``screen.name`` values: ``none`` (measure what the agent proposes) and the models
-NAMES = ("none", "forest")
+NAMES = ("none", "forest", "critic", "gnn")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One workload bound to one target, as a cost model may read it.
+
+    Attributes:
+        name: the workload's name.
+        featurize: maps int ``[B, N, H]`` -> float32 features (:class:`Featurizer`).
+        graph: the decision graph the policies read (PyG ``Data``: ``x`` float32
+            ``[N, F]``, ``edge_index`` int64 ``[2, E]``), one node per decision unit.
+        num_choices: int64 ``[H]``.
+    """
+
+    name: str
+    featurize: Featurizer
+    graph: Any
+    num_choices: np.ndarray
+
+    @classmethod
+    def of(cls, env, prior=None) -> Domain:
+        """The domain of an environment (``prior``: see :class:`Featurizer`)."""
+        featurize = Featurizer(env.target, env.num_choices, prior)
+        return cls(env.workload.name, featurize, env.graph, np.asarray(env.num_choices))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Paid measurements of one domain: maps int ``[M, N, H]``, rewards float64 ``[M]``."""
+
+    domain: Domain
+    maps: np.ndarray
+    rewards: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rewards)
 
 
 class CostModel(Protocol):
     """What a screen needs of a model."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> None:
-        """Learn from features float32 ``[M, F]`` and rewards float64 ``[M]``."""
+    def fit(self, data: Sequence[Measured]) -> None:
+        """Learn from paid measurements: ``data[0]`` the run's own, then earlier runs'."""
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predicted rewards float64 ``[B]`` of features float32 ``[B, F]``."""
+    def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
+        """Predicted rewards float64 ``[B]`` of maps int ``[B, N, H]`` of ``domain``."""
 
 
 class ForestModel:
     """Extremely randomised trees (scikit-learn's ``ExtraTreesRegressor``).
+
+    Fitted on one workload, it reads the one-hot map and the description; fitted on
+    several (``screen.init_from``), the columns every workload shares.
 
     Args:
         seed: the trees' ``random_state``.
@@ -55,16 +102,35 @@ class ForestModel:
             random_state=int(seed),
             n_jobs=1,
         )
+        self.shared = False
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _features(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
+        return domain.featurize.shared(maps) if self.shared else domain.featurize(maps)
+
+    def fit(self, data: Sequence[Measured]) -> None:
+        self.shared = len(data) > 1
+        X = np.concatenate([self._features(d.domain, d.maps) for d in data])
+        y = np.concatenate([d.rewards for d in data])
         self.model.fit(X, y)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.predict(X), dtype=np.float64)
+    def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(self._features(domain, maps)), dtype=np.float64)
 
 
-#: model name -> class; a class takes ``seed`` and its own options as keywords
-MODELS: dict[str, type] = {"forest": ForestModel}
+def _critic_model(**kwargs):
+    from egrl.screening.critic import CriticModel
+
+    return CriticModel(**kwargs)
+
+
+def _gnn_model(**kwargs):
+    from egrl.screening.gnn import GNNModel
+
+    return GNNModel(**kwargs)
+
+
+#: model name -> factory; a factory takes ``seed`` and the model's own options as keywords
+MODELS: dict[str, Any] = {"forest": ForestModel, "critic": _critic_model, "gnn": _gnn_model}
 
 
 def option_rules(name: str) -> dict:
@@ -77,7 +143,9 @@ def option_rules(name: str) -> dict:
             "trees": at_least(1),
             "max_features": Rule(float, low=0, high=1, low_open=True),
             "min_samples_leaf": at_least(1),
-        }
+        },
+        "critic": {},
+        "gnn": {},
     }
     return rules.get(name, {})
 

@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from egrl.measure_cache import MeasureCache
-from egrl.screening.features import Featurizer
-from egrl.screening.models import CostModel, build_model
+from egrl.screening.models import CostModel, Domain, Measured, build_model
 
 if TYPE_CHECKING:
     from egrl.config import ScreenConfig
@@ -78,18 +77,27 @@ class Screen:
     Args:
         config: the run's ``screen`` section (``name`` a model of
             :data:`egrl.screening.models.MODELS`).
-        featurize: maps int ``[B, N, H]`` -> features float32 ``[B, F]``.
+        domain: the run's workload on its target, as the model reads it.
         cache: the agent's measure cache (which maps are free).
         seed: the run's seed.
+        earlier: paid measurements of earlier runs on the same target
+            (``screen.init_from``), fitted beside the run's own; they do not count
+            towards the warmup.
     """
 
     def __init__(
-        self, config: ScreenConfig, featurize: Featurizer, cache: MeasureCache, seed: int
+        self,
+        config: ScreenConfig,
+        domain: Domain,
+        cache: MeasureCache,
+        seed: int,
+        earlier: list[Measured] | None = None,
     ) -> None:
         self.config = config
-        self.featurize = featurize
+        self.domain = domain
         self.cache = cache
         self.seed = int(seed)
+        self.earlier: list[Measured] = list(earlier or [])
         self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, _EXPLORE_STREAM]))
         self.model: CostModel | None = None
         self._fitted_on = 0  # measurements the model was fitted on
@@ -156,7 +164,7 @@ class Screen:
                 )
             )
         model = build_model(self.config.name, int(seeds[1]), self.config.options)
-        model.fit(self.featurize(maps[rows]), rewards[rows])
+        model.fit([Measured(self.domain, maps[rows], rewards[rows]), *self.earlier])
         self.model = model
         self._fitted_on = count
         log.debug("screen: %s fitted on %d of %d measurements", self.config.name, len(rows), count)
@@ -173,7 +181,7 @@ class Screen:
         """Predicted rewards float64 ``[P]`` of maps int ``[P, N, H]`` (NaN: no model yet)."""
         if self.model is None or len(candidates) == 0:
             return np.full(len(candidates), np.nan)
-        return self.model.predict(self.featurize(candidates))
+        return self.model.predict(self.domain, np.asarray(candidates, dtype=np.int64))
 
     def select(
         self,
@@ -336,11 +344,17 @@ def option_problems(name: str, options: dict) -> list[str]:
 def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Screen | None:
     """The screen of a run from its ``screen`` section: None for ``none``.
 
+    ``screen.prior`` adds a free description of the maps (:func:`egrl.screening.earlier.make_prior`);
+    ``screen.init_from`` reads earlier runs' measurements
+    (:func:`egrl.screening.earlier.load_measured`), which must describe maps with the
+    same heads and description columns as this run's target.
+
     Raises:
         egrl.validation.ConfigError: an unknown model, an option the model does not have
-            or a value it does not accept, or an option not supported yet (``prior``,
-            ``init_from``).
+            or a value it does not accept, a prior the target cannot have, an earlier run
+            that is missing, empty or of another target.
     """
+    from egrl.screening.earlier import EarlierRunError, as_paths, load_measured, make_prior
     from egrl.screening.models import MODELS, NAMES
     from egrl.validation import ConfigError
 
@@ -349,10 +363,22 @@ def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Sc
     if config.name not in MODELS:
         raise ConfigError([f"screen={config.name} is invalid: expected one of {', '.join(NAMES)}"])
     problems = option_problems(config.name, config.options)
-    for key in ("prior", "init_from"):
-        if getattr(config, key) is not None:
-            problems.append(f"screen.{key}={getattr(config, key)} is invalid: not supported yet")
     if problems:
         raise ConfigError(problems)
-    featurize = Featurizer(env.target, env.num_choices)
-    return Screen(config, featurize, cache, seed)
+    try:
+        domain = Domain.of(env, make_prior(config.prior, env))
+        earlier = [load_measured(path, config.prior) for path in as_paths(config.init_from)]
+    except (EarlierRunError, ValueError) as exc:
+        raise ConfigError([str(exc)]) from None
+    for path, data in zip(as_paths(config.init_from), earlier):
+        mine = (list(domain.num_choices), domain.featurize.description_names)
+        theirs = (list(data.domain.num_choices), data.domain.featurize.description_names)
+        if mine != theirs:
+            raise ConfigError(
+                [
+                    f"screen.init_from={path} is invalid: its target's heads and description "
+                    f"({theirs[0]}, {len(theirs[1])} columns) are not this run's "
+                    f"({mine[0]}, {len(mine[1])} columns)"
+                ]
+            )
+    return Screen(config, domain, cache, seed, earlier)
