@@ -13,6 +13,9 @@ alone and a resumed run refits the same model.
 choices and the target's description (:meth:`Featurizer.__call__`); fitted on several
 workloads, on what they share (:meth:`Featurizer.shared`: choice shares and the
 description). scikit-learn is imported when a forest is first built, not with this module.
+
+``critic``: the agent's learner's twin-Q critic (:mod:`egrl.screening.critic`); it is
+built with the critic the agent attached to its screen (:data:`CRITIC_MODELS`).
 """
 
 from __future__ import annotations
@@ -39,18 +42,22 @@ class Domain:
         graph: the decision graph the policies read (PyG ``Data``: ``x`` float32
             ``[N, F]``, ``edge_index`` int64 ``[2, E]``), one node per decision unit.
         num_choices: int64 ``[H]``.
+        num_units: ``N``, the decision units of a map.
     """
 
     name: str
     featurize: Featurizer
     graph: Any
     num_choices: np.ndarray
+    num_units: int = 0
 
     @classmethod
     def of(cls, env, prior=None) -> Domain:
         """The domain of an environment (``prior``: see :class:`Featurizer`)."""
         featurize = Featurizer(env.target, env.num_choices, prior)
-        return cls(env.workload.name, featurize, env.graph, np.asarray(env.num_choices))
+        return cls(
+            env.workload.name, featurize, env.graph, np.asarray(env.num_choices), env.num_units
+        )
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,9 @@ def _gnn_model(**kwargs):
 
 #: model name -> factory; a factory takes ``seed`` and the model's own options as keywords
 MODELS: dict[str, Any] = {"forest": ForestModel, "critic": _critic_model, "gnn": _gnn_model}
+#: models that rank with the agent's learned critic: their factory also takes ``critic``
+#: (:class:`egrl.screening.critic.LearnerCritic`), and only agents with one accept them
+CRITIC_MODELS = ("critic",)
 
 
 def option_rules(name: str) -> dict:
@@ -150,8 +160,12 @@ def option_rules(name: str) -> dict:
     return rules.get(name, {})
 
 
-def build_model(name: str, seed: int, options: dict[str, Any] | None = None) -> CostModel:
-    """A new, unfitted model ``name`` seeded with ``seed`` (options: :func:`option_rules`)."""
+def build_model(
+    name: str, seed: int, options: dict[str, Any] | None = None, critic: Any = None
+) -> CostModel:
+    """A new, unfitted model ``name`` seeded with ``seed`` (options: :func:`option_rules`);
+    a model of :data:`CRITIC_MODELS` is given ``critic``, the others ignore it."""
     if name not in MODELS:
         raise ValueError(f"unknown screen model {name!r}; expected one of {sorted(MODELS)}")
-    return MODELS[name](seed=seed, **dict(options or {}))
+    extra = {"critic": critic} if name in CRITIC_MODELS else {}
+    return MODELS[name](seed=seed, **dict(options or {}), **extra)

@@ -100,7 +100,7 @@ class Screen:
         self.earlier: list[Measured] = list(earlier or [])
         self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, _EXPLORE_STREAM]))
         self.model: CostModel | None = None
-        self._fitted_on = 0  # measurements the model was fitted on
+        self._fitted_on: int | None = None  # measurements the model was fitted on
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (maps, rewards) observed
         self._maps: np.ndarray | None = None  # int16 [M, N, H], the chunks joined
         self._rewards = np.zeros(0, dtype=np.float64)
@@ -148,12 +148,18 @@ class Screen:
         return self._maps, self._rewards
 
     def refit(self) -> bool:
-        """Fit a new model on every paid measurement so far, once past the warmup and when
-        there is something new; returns whether it fitted."""
+        """Fit a new model on every paid measurement so far (and the earlier runs'), once
+        past the warmup (the run's own measurements) and when there is something new;
+        returns whether it fitted. With earlier runs and ``warmup`` 0 the first
+        generation is already ranked."""
         count = len(self)
-        if count < max(self.config.warmup, MIN_FIT) or count == self._fitted_on:
+        earlier = sum(len(d) for d in self.earlier)
+        if count < self.config.warmup or count + earlier < MIN_FIT or count == self._fitted_on:
             return False
         maps, rewards = self.training_data()
+        if count == 0:
+            shape = (0, self.domain.num_units, len(self.domain.num_choices))
+            maps = np.zeros(shape, dtype=np.int16)
         stream = np.random.SeedSequence([self.seed, _FIT_STREAM, count])
         seeds = stream.generate_state(2)
         rows = np.arange(count)
@@ -311,7 +317,7 @@ class Screen:
         """Inverse of :meth:`state_dict`; the model is refitted at the next :meth:`refit`."""
         self._chunks, self._maps = [], None
         self._rewards = np.zeros(0, dtype=np.float64)
-        self.model, self._fitted_on, self._batch = None, 0, []
+        self.model, self._fitted_on, self._batch = None, None, []
         if state is None:
             return
         if state.get("rewards") is not None:

@@ -1,0 +1,129 @@
+"""Screening with knowledge from elsewhere: a free prior (``screen.prior``) and earlier runs
+of the same target on other workloads (``screen.init_from``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import workloads
+from egrl import make_env
+from egrl.agents import make_agent
+from egrl.config import from_mapping
+from egrl.rundir import RunDir
+from egrl.screening.earlier import load_measured
+from egrl.screening.features import Featurizer, choice_shares
+from egrl.screening.models import Domain, ForestModel, Measured
+from egrl.screening.screen import spearman
+from hwmodels.external import NNPI_HEADS
+from tests.test_cli import assert_refused, egrl_train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def earlier_run(path: Path, workload: str, hwmodel: str = "nnpi", budget: int = 60) -> Path:
+    """A short random-search run written as egrl-train writes one (config, checkpoint)."""
+    cfg = {"seed": 0, "budget": budget, "progress": False, "agent": {"name": "random"}}
+    agent = make_agent(make_env(hwmodel, workload), from_mapping(cfg), run_dir=path)
+    agent.run()
+    agent.save_checkpoint()
+    full = {**cfg, "hwmodel": {"name": hwmodel, "params": {}}, "workload": {"name": workload}}
+    RunDir(path).write_config(full)
+    return path
+
+
+def test_choice_shares_are_the_same_columns_on_every_workload():
+    small, large = make_env("nnpi", "resnet18"), make_env("nnpi", "resnet50")
+    rng = np.random.default_rng(0)
+    a = Featurizer(small.target, small.num_choices).shared(small.random_mappings(4, rng))
+    b = Featurizer(large.target, large.num_choices).shared(large.random_mappings(4, rng))
+    assert a.shape == b.shape
+    shares = choice_shares(np.array([[[0, 1], [2, 1]]]), np.array([3, 2]))
+    np.testing.assert_allclose(shares, [[0.5, 0, 0.5, 0, 1]])
+
+
+def test_a_prior_describes_an_external_chips_maps_for_free():
+    w = workloads.load("resnet18")
+    chip = SimpleNamespace(heads=dict(NNPI_HEADS), workload=w)  # no describe of its own
+    from hwmodels.external import nnpi_prior
+
+    prior = nnpi_prior(chip)
+    featurize = Featurizer(chip, np.array([3, 3]), prior)
+    assert featurize.description_names == [f"prior_{n}" for n in prior.description_names]
+    nnpi = make_env("nnpi", "resnet18")
+    maps = nnpi.random_mappings(6, np.random.default_rng(1))
+    described = featurize.describe(maps)
+    assert described.shape == (6, len(prior.description_names))
+    np.testing.assert_allclose(
+        described, Featurizer(nnpi.target, nnpi.num_choices).describe(maps), rtol=1e-6
+    )
+
+
+def test_earlier_runs_teach_a_forest_on_another_workload(tmp_path):
+    runs = [earlier_run(tmp_path / w, w) for w in ("resnet18", "resnet34")]
+    measured = [load_measured(path) for path in runs]
+    assert [m.domain.name for m in measured] == ["resnet18", "resnet34"]
+    assert all(len(m) > 0 and m.maps.shape[1:] == (m.domain.graph.num_nodes, 2) for m in measured)
+    target = make_env("nnpi", "resnet50")
+    maps = target.random_mappings(200, np.random.default_rng(2))
+    reward = target.evaluate(maps).reward
+    model = ForestModel(seed=0, trees=32)
+    own = Measured(Domain.of(target), maps[:8], reward[:8])
+    model.fit([own, *measured])
+    rho = spearman(model.predict(Domain.of(target), maps[8:]), reward[8:])
+    assert rho > 0.3  # the description carries across workloads of one chip
+
+
+def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
+    earlier = earlier_run(tmp_path / "resnet18", "resnet18")
+    screen = {"name": "forest", "pool": 2, "warmup": 0, "trees": 8, "init_from": [str(earlier)]}
+    agent = {"name": "random", "batch": 10}
+    cfg = from_mapping({"budget": 30, "progress": False, "agent": agent, "screen": screen})
+    agent = make_agent(make_env("nnpi", "resnet34"), cfg)
+    assert [m.domain.name for m in agent.screen.earlier] == ["resnet18"]
+    assert agent.screen.refit() and agent.screen.active  # warmup 0: ranked from the start
+    agent.run()
+    assert agent.iterations == 30
+    assert np.isfinite(float(agent.rows[0]["screen_spearman"]))
+
+    args = ["workload=resnet34", "budget=20", "agent=random", "screen=forest"]
+    missing = tmp_path / "nowhere"
+    assert_refused(
+        egrl_train(*args, f"screen.init_from={missing}", cwd=tmp_path),
+        f"screen.init_from={missing} is invalid: no such directory",
+    )
+    other = earlier_run(tmp_path / "mcm", "resnet18", hwmodel="mcm", budget=10)
+    out = egrl_train(*args, f"screen.init_from={other}", cwd=tmp_path)
+    assert out.returncode == 2 and "that run's hwmodel is" in out.stderr
+    assert_refused(
+        egrl_train(*args, "screen.prior=bogus", cwd=tmp_path),
+        "screen.prior=bogus is invalid: expected one of nnpi or null",
+    )
+
+
+def test_an_external_chip_screens_with_the_nnpi_prior(tmp_path):
+    chip = f"[{sys.executable},{ROOT / 'examples' / 'external_chip.py'},--shared-bandwidth]"
+    out = egrl_train(
+        "hwmodel=external",
+        f"hwmodel.params.command={chip}",
+        "workload=resnet18",
+        "agent=random",
+        "agent.batch=8",
+        "budget=32",
+        "screen=forest",
+        "screen.warmup=8",
+        "screen.prior=nnpi",
+        "progress=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = RunDir(tmp_path / "run").read_metrics_rows()
+    assert int(rows[-1]["iterations"]) == 32
+    assert any(np.isfinite(float(r["screen_spearman"])) for r in rows)
