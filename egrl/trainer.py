@@ -38,15 +38,19 @@ one per member, its own when the measure cache already knows it, so fitness stay
 map per member; each learner draws ``screen.pool`` times its noisy rollouts and the
 screen keeps as many new ones as it would have measured, and those the cache knows (they
 are free and tell the portfolio how the learner does). Clean rollouts are not screened.
+With ``screen=critic`` (``egrl`` and ``pg``; ``ea`` has no learner and refuses it) the
+model is the lead learner's own critic (:mod:`egrl.screening.critic`), attached to the
+screen when the learners are built; it ranks once the learner has made its first update.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -191,6 +195,10 @@ class Trainer(SearchAgent):
                 for _ in range(max(1, lc.num_learners))
             ]
             self.portfolio = LearnerPortfolio(learners, ucb_c=lc.ucb_c)
+            if self.screen is not None:
+                from egrl.screening.critic import LearnerCritic
+
+                self.screen.attach_critic(LearnerCritic(learners, self.graph, self._lead_learner))
         self.options = parse_options(TrainerOptions, cfg)
         self.start = check_start(self.name, "start", self.options.start)
         for key in ("start_gnns", "start_steps"):
@@ -205,6 +213,11 @@ class Trainer(SearchAgent):
             self._init_from(read_policy(cfg.init_from))
         if self.start != "initial":
             self._warm_start()
+
+    @classmethod
+    def has_critic(cls, agent: Mapping[str, Any]) -> bool:
+        """``egrl`` and ``pg`` have the learner's critic; ``ea`` (``use_learner=false``) none."""
+        return bool(agent.get("use_learner", True))
 
     def _init_from(self, policy: TrainedPolicy) -> None:
         """Start the learners' actors and the GNN members from a trained policy.

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,6 +48,7 @@ from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir, append_metrics_row  # noqa: F401 (re-exported)
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
+from egrl.screening.models import CRITIC_MODELS
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, make_screen
 from egrl.validation import ConfigError
 
@@ -148,6 +150,8 @@ class SearchAgent:
             )
         if cfg.screen.name != "none" and not self.screens:
             raise ConfigError([screen_refusal(cfg.screen.name, cfg.agent.name)])
+        if cfg.screen.name in CRITIC_MODELS and not self.has_critic(asdict(cfg.agent)):
+            raise ConfigError([critic_refusal(cfg.screen.name, cfg.agent.name)])
         self.env = env
         self.cfg = cfg
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -179,6 +183,14 @@ class SearchAgent:
         self._batch: list[Evaluation] = []
         #: the callbacks of the run under way (:meth:`run`); none outside a run
         self.callbacks = CallbackList()
+
+    @classmethod
+    def has_critic(cls, agent: Mapping[str, Any]) -> bool:
+        """Whether the agent its ``agent`` section configures (a mapping of
+        :class:`~egrl.config.AgentConfig`'s keys) trains a critic that ranks candidates
+        for ``screen=critic``; it then attaches it to its screen
+        (:meth:`egrl.screening.screen.Screen.attach_critic`)."""
+        return False
 
     # ----------------------------------------------------------------- budget
     @property
@@ -558,6 +570,35 @@ def screen_refusal(screen: str, agent: str) -> str:
     return (
         f"screen={screen} is invalid: agent {agent!r} does not screen its proposals "
         f"(agents that do: {', '.join(screening)})"
+    )
+
+
+def critic_agents() -> list[str]:
+    """The agents that have a critic as their config (``configs/agent/<name>.yaml``) sets
+    them up: those ``screen=critic`` is for."""
+    from omegaconf import OmegaConf
+
+    from egrl.agents import agent_class, names
+    from egrl.cli.overrides import group_path
+
+    out = []
+    for name in names():
+        path = group_path("agent", name)
+        section = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+        if agent_class(name).has_critic(section):
+            out.append(name)
+    return out
+
+
+def critic_refusal(screen: str, agent: str) -> str:
+    """The line that refuses a critic screen (``screen=critic``) for an agent without a
+    critic (:meth:`SearchAgent.has_critic`): the ones with a critic as configured by
+    default are named (an agent among them was configured without it)."""
+    with_one = critic_agents()
+    how = " as configured" if agent in with_one else ""
+    return (
+        f"screen={screen} is invalid: agent {agent!r} has no critic{how} "
+        f"(agents with one: {', '.join(with_one)})"
     )
 
 

@@ -120,23 +120,27 @@ def runtime_problems(task: dict) -> list[str]:
 def screen_problems(task: dict) -> list[str]:
     """The screen model's own options (``screen.trees``, ...) and its earlier runs
     (``screen.init_from``), one line each (the section's common keys are in the option
-    table)."""
+    table); an agent that does not screen, or has no critic for ``screen=critic``, is
+    refused with one line."""
     from dataclasses import fields
 
     from egrl.agents import agent_class
-    from egrl.agents.base import screen_refusal
+    from egrl.agents.base import critic_refusal, screen_refusal
     from egrl.config import ScreenConfig
-    from egrl.screening.models import MODELS
+    from egrl.screening.models import CRITIC_MODELS, MODELS
     from egrl.screening.screen import option_problems
 
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")
     if name not in MODELS:
         return []
-    agent = (task.get("agent") or {}).get("name")
+    section = dict(task.get("agent") or {})
+    agent = section.get("name")
     try:
         if not agent_class(agent).screens:
             return [screen_refusal(name, agent)]
+        if name in CRITIC_MODELS and not agent_class(agent).has_critic(section):
+            return [critic_refusal(name, agent)]
     except KeyError:
         pass  # an unknown agent is refused where the agent is built
     common = {f.name for f in fields(ScreenConfig)} - {"options"}

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from egrl.measure_cache import MeasureCache
-from egrl.screening.models import CostModel, Domain, Measured, build_model
+from egrl.screening.models import CRITIC_MODELS, CostModel, Domain, Measured, build_model
 
 if TYPE_CHECKING:
     from egrl.config import ScreenConfig
+    from egrl.screening.critic import LearnerCritic
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +101,27 @@ class Screen:
         self.earlier: list[Measured] = list(earlier or [])
         self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, _EXPLORE_STREAM]))
         self.model: CostModel | None = None
-        self._fitted_on: int | None = None  # measurements the model was fitted on
+        #: the agent's learned critic (:meth:`attach_critic`), what ``screen=critic`` ranks with
+        self.critic: LearnerCritic | None = None
+        self._fitted_on: int | tuple | None = None  # what the model was fitted on (_stamp)
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (maps, rewards) observed
         self._maps: np.ndarray | None = None  # int16 [M, N, H], the chunks joined
         self._rewards = np.zeros(0, dtype=np.float64)
         self._batch: list[tuple[np.ndarray, np.ndarray]] = []  # paid under the model
+
+    def attach_critic(self, critic: LearnerCritic) -> None:
+        """The critic of the agent's learner, for a model of
+        :data:`~egrl.screening.models.CRITIC_MODELS` (``screen=critic``): such a model is
+        fitted only once the critic has trained (:attr:`LearnerCritic.trained`), and again
+        whenever it has changed (:attr:`LearnerCritic.version`); other models ignore it."""
+        self.critic = critic
+
+    def _stamp(self, count: int) -> int | tuple:
+        """What a fit depends on: the measurements, and the critic's version for a
+        critic model (a resumed run refits from the same critic)."""
+        if self.config.name in CRITIC_MODELS and self.critic is not None:
+            return count, self.critic.version
+        return count
 
     # ------------------------------------------------------------------ data
     def __len__(self) -> int:
@@ -154,8 +171,15 @@ class Screen:
         generation is already ranked."""
         count = len(self)
         earlier = sum(len(d) for d in self.earlier)
-        if count < self.config.warmup or count + earlier < MIN_FIT or count == self._fitted_on:
+        if (
+            count < self.config.warmup
+            or count + earlier < MIN_FIT
+            or self._stamp(count) == self._fitted_on
+        ):
             return False
+        if self.config.name in CRITIC_MODELS and self.critic is not None:
+            if not self.critic.trained:  # the learner is not past its burn-in
+                return False
         maps, rewards = self.training_data()
         if count == 0:
             shape = (0, self.domain.num_units, len(self.domain.num_choices))
@@ -169,10 +193,10 @@ class Screen:
                     count, self.config.max_train, replace=False
                 )
             )
-        model = build_model(self.config.name, int(seeds[1]), self.config.options)
+        model = build_model(self.config.name, int(seeds[1]), self.config.options, self.critic)
         model.fit([Measured(self.domain, maps[rows], rewards[rows]), *self.earlier])
         self.model = model
-        self._fitted_on = count
+        self._fitted_on = self._stamp(count)
         log.debug("screen: %s fitted on %d of %d measurements", self.config.name, len(rows), count)
         return True
 
