@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import shlex
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +33,15 @@ from omegaconf import DictConfig
 
 from egrl.runs import Run
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
-from studies.runner import ROOT, Page, RunSpec, StudyError, hydra_quote, read_runs
+from studies.runner import (
+    Page,
+    RunSpec,
+    StudyError,
+    hydra_quote,
+    read_runs,
+    script_command,
+    script_label,
+)
 from studies.stats import compare, format_samples, median_range, samples_to_level
 
 log = logging.getLogger(__name__)
@@ -57,17 +63,12 @@ def chip_command(cfg: DictConfig) -> str:
     """The chip's command line (``hwmodel.params.command``): the plan's ``chip.command``, else
     this interpreter running ``chip.script`` (relative to the repository root) with
     ``chip.args``."""
-    if cfg.chip.command:
-        return str(cfg.chip.command)
-    script = ROOT / str(cfg.chip.script)
-    return shlex.join([sys.executable, str(script), *(str(a) for a in cfg.chip.args)])
+    return script_command(cfg.chip)
 
 
 def chip_label(cfg: DictConfig) -> str:
     """The chip as the report names it (the script as the plan names it, no interpreter)."""
-    if cfg.chip.command:
-        return str(cfg.chip.command)
-    return shlex.join([str(cfg.chip.script), *(str(a) for a in cfg.chip.args)])
+    return script_label(cfg.chip)
 
 
 def pretrain_path(cfg: DictConfig) -> str:

@@ -171,6 +171,22 @@ def read_runs(*roots: str | Path) -> RunSet:
     )
 
 
+def script_command(chip: DictConfig) -> str:
+    """A plan's chip as a command line: its ``command``, else this interpreter running its
+    ``script`` (relative to the repository root) with its ``args``."""
+    if chip.get("command"):
+        return str(chip.command)
+    script = ROOT / str(chip.script)
+    return shlex.join([sys.executable, str(script), *(str(a) for a in chip.get("args", []))])
+
+
+def script_label(chip: DictConfig) -> str:
+    """A plan's chip as a report names it (the script as the plan names it, no interpreter)."""
+    if chip.get("command"):
+        return str(chip.command)
+    return shlex.join([str(chip.script), *(str(a) for a in chip.get("args", []))])
+
+
 def hydra_quote(value: str) -> str:
     """``value`` as one quoted Hydra override value (commas, spaces and ``=`` kept)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,395 @@
+"""Screening: does a learned cost model that decides what to measure save measurements?
+
+The plan (``configs/study/screening.yaml``) names the problems (targets with room between
+the native compiler and the optimum, and an external chip with no optimum), the agents
+and the screens, each as egrl-train overrides. Every agent runs on every problem with every
+screen (``screen=none`` the reference) for ``seeds`` seeds at one ``budget`` of paid
+measurements, in ``OUT/<problem>/<agent>/<screen>/seed<S>``. A problem may add screens of
+its own (``problem_screens``: the NNP-I model as a free prior on the chip, a model
+pre-trained on the chip's other workloads). A pre-trained screen (``pretrain``) fits on the
+unscreened runs of the same agent and seed on the plan's ``pretrain.problems`` (other
+workloads of the same chip), which run in the first stage; the pre-trained runs follow in
+the second.
+
+Each run is read against the problem's reference: the optimum of the cost model
+(``env.optimum()``, cached in ``OUT/<problem>/optimum.json``) where the solver proves it,
+else the best known value (solver or any run of the problem). The section gives, per agent
+and screen, the paid measurements to reach the native compiler and 99% of the reference
+(median [min-max] over the seeds that got there), the final best speedup, the model's
+rank correlation with the measured reward (median over generations, then over seeds) and
+the wall time per paid measurement; each screen against ``none`` of the same agent: a
+two-sided Mann-Whitney U test on the samples to 99% (never reached ranks last).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from egrl.aggregate.optimum import optimum_speedups
+from egrl.rundir import RunDir
+from egrl.runs import Run
+from studies.render import markdown_table, plot_median_curves, reproduce
+from studies.runner import (
+    Page,
+    RunSpec,
+    StudyError,
+    hydra_quote,
+    read_runs,
+    script_command,
+    script_label,
+)
+from studies.stats import (
+    best_known,
+    compare,
+    format_mean_std,
+    format_samples,
+    median_range,
+    samples_to_level,
+)
+
+log = logging.getLogger(__name__)
+
+SECTION = "screening"
+#: the screen every other screen is compared with
+REFERENCE = "none"
+
+
+# ------------------------------------------------------------------ plan
+def group(problem: str, agent: str, screen: str) -> str:
+    """A cell's directory under the study's output: ``<problem>/<agent>/<screen>``."""
+    return f"{problem}/{agent}/{screen}"
+
+
+def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
+    """The egrl-train overrides of a problem; an ``external`` one gets the plan's chip."""
+    overrides = tuple(cfg.problem_overrides[problem])
+    if "hwmodel=external" in overrides:
+        overrides += (f"hwmodel.params.command={hydra_quote(script_command(cfg.chip))}",)
+    return overrides
+
+
+def screens_of(cfg: DictConfig, problem: str) -> list[str]:
+    """The screens a problem runs: the plan's, then its own."""
+    extra = (cfg.get("problem_screens") or {}).get(problem, [])
+    return [*cfg.screens, *(s for s in extra if s not in cfg.screens)]
+
+
+def check(cfg: DictConfig) -> None:
+    """Every named problem, agent and screen has its overrides; seeds and budget >= 1."""
+    for name in ("seeds", "budget"):
+        if int(cfg[name]) < 1:
+            raise StudyError(f"screening: {name}={cfg[name]} is invalid: expected >= 1")
+    pretrain = cfg.get("pretrain") or {}
+    problems = [*cfg.problems, *pretrain.get("problems", [])]
+    for kind, names, table in (
+        ("problem", problems, cfg.problem_overrides),
+        ("agent", cfg.agents, cfg.agent_overrides),
+        ("screen", [s for p in cfg.problems for s in screens_of(cfg, p)], cfg.screen_overrides),
+    ):
+        for name in names:
+            if name not in table:
+                raise StudyError(f"screening: {kind} {name!r} has no overrides in the plan")
+
+
+def spec(cfg: DictConfig, problem: str, agent: str, screen: str, seed: int, extra=()) -> RunSpec:
+    overrides = (
+        *problem_overrides(cfg, problem),
+        *cfg.agent_overrides[agent],
+        *cfg.screen_overrides[screen],
+        f"budget={cfg.budget}",
+        *extra,
+    )
+    return RunSpec(group(problem, agent, screen), seed, overrides)
+
+
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
+    """Stage 1: every problem x agent x screen x seed, and the unscreened runs a pre-trained
+    screen learns from; stage 2: the pre-trained screens (``init_from`` those runs)."""
+    check(cfg)
+    pretrain = cfg.get("pretrain") or {}
+    later = str(pretrain.get("screen", ""))
+    first: dict[str, RunSpec] = {}
+    second: list[RunSpec] = []
+    for problem in cfg.problems:
+        for agent in cfg.agents:
+            for screen in screens_of(cfg, problem):
+                for seed in range(cfg.seeds):
+                    if screen != later:
+                        s = spec(cfg, problem, agent, screen, seed)
+                        first.setdefault(s.path, s)
+                        continue
+                    sources = [group(p, agent, REFERENCE) for p in pretrain.problems]
+                    for p in pretrain.problems:
+                        s = spec(cfg, p, agent, REFERENCE, seed)
+                        first.setdefault(s.path, s)
+                    paths = [str(out / f"{g}/seed{seed}") for g in sources]
+                    init = f"screen.init_from=[{','.join(hydra_quote(p) for p in paths)}]"
+                    run = spec(cfg, problem, agent, screen, seed, (init,))
+                    second.append(
+                        RunSpec(run.group, seed, run.overrides, f"{sources[-1]}/seed{seed}")
+                    )
+    yield list(first.values())
+    if second:
+        yield second
+
+
+# ------------------------------------------------------------------ analysis
+@dataclass
+class CellResult:
+    """One agent with one screen on one problem; arrays over its ``S`` runs (seeds).
+
+    Attributes:
+        final: best speedup over the compiler at the end of each run ``[S]``.
+        to_compiler: paid samples to reach the native compiler (speedup 1) ``[S]``.
+        to_level: paid samples to reach ``level`` x the reference ``[S]`` (inf: never).
+        spearman: median over generations of the model's rank correlation ``[S]`` (NaN:
+            no screen).
+        ms_per_sample: the run's wall time over its paid samples, in ms ``[S]``.
+        test: against the reference screen of the same agent: ``(U, p, share of pairs
+            this screen got to the level first)``; None for the reference itself.
+    """
+
+    agent: str
+    screen: str
+    runs: list[Run]
+    final: np.ndarray
+    to_compiler: np.ndarray
+    to_level: np.ndarray
+    spearman: np.ndarray
+    ms_per_sample: np.ndarray
+    test: tuple[float, float, float] | None = None
+
+
+@dataclass
+class ProblemResult:
+    """Every cell of one problem; ``reference``: what shares and levels divide by."""
+
+    problem: str
+    reference: float
+    source: str
+    budget: int
+    level: float
+    cells: list[CellResult]
+
+
+def median_spearman(run: Run) -> float:
+    """The median over a run's generations of ``screen_spearman`` (NaN without one)."""
+    values = [r.get("screen_spearman") for r in RunDir(run.path).read_metrics_rows()]
+    finite = [float(v) for v in values if v not in (None, "", "nan") and math.isfinite(float(v))]
+    return float(np.median(finite)) if finite else math.nan
+
+
+def cell_result(agent: str, screen: str, runs: Sequence[Run], level: float) -> CellResult:
+    """A cell's arrays over its runs; ``level`` is an absolute speedup."""
+    return CellResult(
+        agent=agent,
+        screen=screen,
+        runs=list(runs),
+        final=np.array([r.final_speedup for r in runs]),
+        to_compiler=np.array([samples_to_level(r.iterations, r.best_speedup, 1.0) for r in runs]),
+        to_level=np.array([samples_to_level(r.iterations, r.best_speedup, level) for r in runs]),
+        spearman=np.array([median_spearman(r) for r in runs]),
+        ms_per_sample=np.array(
+            [1000 * r.final_wall_s / max(int(r.iterations[-1]), 1) for r in runs]
+        ),
+    )
+
+
+def finished_runs(root: Path) -> list[Run]:
+    """The runs under ``root`` that spent their budget or stopped by themselves."""
+    found = read_runs(root)
+    for p in found.problems:
+        log.warning("%s", p)
+    return list(found.runs)
+
+
+def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> tuple[float, str]:
+    """The problem's reference: the proven optimum, else the best known value."""
+    optimum, proven = None, False
+    if problem not in (cfg.get("no_optimum") or []):
+        opt = optimum_speedups(runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s)
+        info = opt.get(runs[0].workload)
+        if info is not None:
+            optimum, proven = info.speedup, bool(info.proven)
+    return best_known(optimum, proven, [r.final_speedup for r in runs])
+
+
+def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | None:
+    """Every cell of ``problem``; None when it has no finished run."""
+    cells = {
+        (a, s): finished_runs(out / group(problem, a, s))
+        for a in cfg.agents
+        for s in screens_of(cfg, problem)
+    }
+    runs = [r for rs in cells.values() for r in rs]
+    if not runs:
+        log.warning("%s: no finished run", problem)
+        return None
+    reference, source = reference_of(cfg, out, problem, runs)
+    level = float(cfg.level) * reference
+    results = [cell_result(a, s, rs, level) for (a, s), rs in cells.items() if rs]
+    base = {c.agent: c for c in results if c.screen == REFERENCE}
+    for c in results:
+        if c.screen != REFERENCE and c.agent in base:
+            c.test = compare(c.to_level, base[c.agent].to_level)
+    budget = max(r.budget for r in runs)
+    return ProblemResult(problem, reference, source, budget, float(cfg.level), results)
+
+
+def analyse(cfg: DictConfig, out: Path) -> list[ProblemResult]:
+    """Read every problem's runs, its reference and every cell's figures."""
+    results = [problem_result(cfg, Path(out), p) for p in cfg.problems]
+    return [r for r in results if r is not None]
+
+
+# ------------------------------------------------------------------ report
+def header(level: float) -> tuple[str, ...]:
+    return (
+        "agent",
+        "screen",
+        "runs",
+        "final speedup",
+        "share of reference",
+        "samples to compiler",
+        f"samples to {level:.0%}",
+        "against none (p, first)",
+        "model's Spearman",
+        "ms per paid map",
+    )
+
+
+def test_text(test: tuple[float, float, float] | None) -> str:
+    """``p = 0.012, 80%``: the test's p and the share of pairs the screen got there first."""
+    if test is None or not np.isfinite(test[1]):
+        return ""
+    return f"p = {test[1]:.3f}, {test[2]:.0%}"
+
+
+def table_markdown(result: ProblemResult) -> str:
+    """One row per agent and screen."""
+    rows = [
+        (
+            c.agent,
+            c.screen,
+            len(c.runs),
+            format_mean_std(c.final),
+            format_mean_std(c.final / result.reference, "{:.2%}"),
+            format_samples(c.to_compiler),
+            format_samples(c.to_level),
+            test_text(c.test),
+            median_range(c.spearman, "{:.2f}"),
+            median_range(c.ms_per_sample, "{:.1f}"),
+        )
+        for c in result.cells
+    ]
+    return markdown_table(header(result.level), rows)
+
+
+def summary_markdown(results: Sequence[ProblemResult]) -> str:
+    """Per problem and agent: the median samples to the level of each screen over ``none``'s."""
+    screens = list(
+        dict.fromkeys(c.screen for r in results for c in r.cells if c.screen != REFERENCE)
+    )
+    rows = []
+    for r in results:
+        base = {c.agent: c for c in r.cells if c.screen == REFERENCE}
+        for agent, b in base.items():
+            row = [r.problem, agent, format_samples(b.to_level, spread=False)]
+            for screen in screens:
+                cell = next((c for c in r.cells if c.agent == agent and c.screen == screen), None)
+                row.append(ratio_text(cell, b))
+            rows.append(row)
+    return markdown_table(("problem", "agent", "none: samples to level", *screens), rows)
+
+
+def ratio_text(cell: CellResult | None, base: CellResult) -> str:
+    """``0.45x (p = 0.03)``: the median samples to the level over ``base``'s, with the test;
+    ``-`` where either never got there at the median."""
+    if cell is None:
+        return ""
+    mine, theirs = np.median(cell.to_level), np.median(base.to_level)
+    p = f" (p = {cell.test[1]:.3f})" if cell.test is not None and np.isfinite(cell.test[1]) else ""
+    if not (np.isfinite(mine) and np.isfinite(theirs)):
+        reached = f"{np.isfinite(cell.to_level).sum()}/{len(cell.to_level)} reached"
+        return f"{reached}{p}"
+    return f"{mine / theirs:.2f}x{p}"
+
+
+def plot_problem(result: ProblemResult, path: Path) -> Path:
+    """Median best speedup against paid samples: solid screened, dashed unscreened."""
+    from matplotlib import colormaps
+
+    colours = colormaps["tab10"].colors
+    agents = list(dict.fromkeys(c.agent for c in result.cells))
+    styles = ("--", "-", "-.", ":")
+    screens = list(dict.fromkeys(c.screen for c in result.cells))
+    series = [
+        (
+            f"{c.agent} {c.screen}",
+            c.runs,
+            styles[screens.index(c.screen) % 4],
+            colours[agents.index(c.agent) % 10],
+        )
+        for c in result.cells
+    ]
+    refs = {
+        "native compiler": 1.0,
+        f"{result.level:.0%} of {result.source}": result.level * result.reference,
+    }
+    return plot_median_curves(series, refs, result.problem, path)
+
+
+def intro(cfg: DictConfig, machine: str) -> str:
+    return (
+        f"Each agent with and without a screen at the same budget of paid measurements, "
+        f"{cfg.seeds} seeds per cell" + (f", on {machine}" if machine else "") + ". "
+        "Speedups are over each target's native compiler; the reference is the proven "
+        "optimum of the cost model (`env.optimum()`), else the best known value (the "
+        "solver's or any run's, as the heading says). Samples to a level: median "
+        "[min-max] over the runs that reached it (how many did). `against none`: "
+        "two-sided Mann-Whitney U of the samples to the level (never reached ranks last) "
+        "against the same agent unscreened, and the share of pairs where the screened run "
+        "got there first. `model's Spearman`: the rank correlation of the screen's "
+        "predicted against measured reward on each generation's paid maps, median over "
+        "generations, then median [min-max] over seeds. `ms per paid map`: the run's "
+        f"wall time over its paid measurements (screening included). The chip: "
+        f"`{script_label(cfg.chip)}` (docs/external.md), no optimum."
+    )
+
+
+def problem_markdown(result: ProblemResult, figure: str) -> list[str]:
+    name = "optimum" if result.source == "proven" else f"best known ({result.source})"
+    return [
+        f"### {result.problem} (budget {result.budget}, {name} {result.reference:.4f}x)",
+        "",
+        table_markdown(result),
+        "",
+        f"![{result.problem}]({figure})",
+        "",
+    ]
+
+
+def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
+    """The ``screening`` section; one figure per problem, ``screening_<problem>.png``."""
+    lines = ["## Screening: a learned cost model decides what to measure", ""]
+    lines += [intro(cfg, page.machine), ""]
+    if result:
+        lines += [
+            f"Median samples to {result[0].level:.0%} of the reference with each screen, "
+            "as a multiple of the unscreened agent's (Mann-Whitney p):",
+            "",
+            summary_markdown(result),
+            "",
+        ]
+    for r in result:
+        png = plot_problem(r, page.figure(f"screening_{r.problem}.png"))
+        lines += problem_markdown(r, page.link(png))
+    lines += reproduce(page.command)
+    return "\n".join(lines)
