@@ -146,7 +146,7 @@ CRITIC_MODELS = ("critic",)
 def option_rules(name: str) -> dict:
     """The options of model ``name`` (``screen.<option>`` in the config) and what each
     accepts: option -> :class:`egrl.validation.Rule`."""
-    from egrl.validation import Rule, at_least
+    from egrl.validation import Rule, at_least, positive
 
     rules = {
         "forest": {
@@ -155,7 +155,14 @@ def option_rules(name: str) -> dict:
             "min_samples_leaf": at_least(1),
         },
         "critic": {},
-        "gnn": {},
+        "gnn": {
+            "hidden": at_least(1),
+            "layers": at_least(0),
+            "steps": at_least(1),
+            "lr": positive(),
+            "batch": at_least(1),
+            "weight_decay": at_least(0, float),
+        },
     }
     return rules.get(name, {})
 
