@@ -51,8 +51,9 @@ class GraphConv(nn.Module):
     one graph at once: ``out = A @ (h W) + b`` with ``A`` the graph's normalised adjacency.
 
     PyG's ``GCNConv`` propagates ``[B, N, F]`` by a scatter over the node dimension; one
-    sparse product with the nodes first (``[N, B * F]``) is about four times faster on a
-    CPU and gives the same sums.
+    sparse product with the nodes first (``[N, B * F]``) computes the same layer three to
+    four times faster on a CPU (three layers, forward and backward, 64 maps of resnet50,
+    resnet101 or bert-large on one core).
 
     Args:
         width: features in and out.
