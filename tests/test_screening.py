@@ -289,7 +289,7 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
 @pytest.mark.parametrize(
     ("override", "line"),
     [
-        ("screen=bogus", "screen=bogus is invalid: expected one of critic, forest, none"),
+        ("screen=bogus", "screen=bogus is invalid: expected one of critic, forest, gnn, none"),
         ("screen.pool=0", "screen.pool=0 is invalid: expected an integer >= 1"),
         ("screen.explore=1.5", "screen.explore=1.5 is invalid: expected a number in [0, 1)"),
         ("screen.warmup=-1", "screen.warmup=-1 is invalid: expected an integer >= 0"),
