@@ -6,10 +6,11 @@ and the screens, each as egrl-train overrides. Every agent runs on every problem
 screen (``screen=none`` the reference) for ``seeds`` seeds at one ``budget`` of paid
 measurements, in ``OUT/<problem>/<agent>/<screen>/seed<S>``. A problem may add screens of
 its own (``problem_screens``: the NNP-I model as a free prior on the chip, a model
-pre-trained on the chip's other workloads). A pre-trained screen (``pretrain``) fits on the
-unscreened runs of the same agent and seed on the plan's ``pretrain.problems`` (other
-workloads of the same chip), which run in the first stage; the pre-trained runs follow in
-the second.
+pre-trained on the chip's other workloads), and a screen may be limited to some agents
+(``screen_agents``: the learner's critic needs a learner). A pre-trained screen
+(``pretrain.screens``) fits on the unscreened runs of the same agent and seed on the plan's
+``pretrain.problems`` (other workloads of the same chip), which run in the first stage; the
+pre-trained runs follow in the second.
 
 Each run is read against the problem's reference: the optimum of the cost model
 (``env.optimum()``, cached in ``OUT/<problem>/optimum.json``) where the solver proves it,
@@ -75,10 +76,13 @@ def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
     return overrides
 
 
-def screens_of(cfg: DictConfig, problem: str) -> list[str]:
-    """The screens a problem runs: the plan's, then its own."""
+def screens_of(cfg: DictConfig, problem: str, agent: str | None = None) -> list[str]:
+    """The screens a problem runs (the plan's, then its own); with ``agent``, those the
+    agent runs (``screen_agents`` limits a screen to some agents, e.g. ``critic``)."""
     extra = (cfg.get("problem_screens") or {}).get(problem, [])
-    return [*cfg.screens, *(s for s in extra if s not in cfg.screens)]
+    screens = [*cfg.screens, *(s for s in extra if s not in cfg.screens)]
+    limits = cfg.get("screen_agents") or {}
+    return [s for s in screens if agent is None or s not in limits or agent in limits[s]]
 
 
 def check(cfg: DictConfig) -> None:
@@ -114,14 +118,14 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
     screen learns from; stage 2: the pre-trained screens (``init_from`` those runs)."""
     check(cfg)
     pretrain = cfg.get("pretrain") or {}
-    later = str(pretrain.get("screen", ""))
+    later = set(pretrain.get("screens", []))
     first: dict[str, RunSpec] = {}
     second: list[RunSpec] = []
     for problem in cfg.problems:
         for agent in cfg.agents:
-            for screen in screens_of(cfg, problem):
+            for screen in screens_of(cfg, problem, agent):
                 for seed in range(cfg.seeds):
-                    if screen != later:
+                    if screen not in later:
                         s = spec(cfg, problem, agent, screen, seed)
                         first.setdefault(s.path, s)
                         continue
@@ -226,7 +230,7 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
     cells = {
         (a, s): finished_runs(out / group(problem, a, s))
         for a in cfg.agents
-        for s in screens_of(cfg, problem)
+        for s in screens_of(cfg, problem, a)
     }
     runs = [r for rs in cells.values() for r in rs]
     if not runs:

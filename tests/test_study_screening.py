@@ -85,14 +85,21 @@ def test_plan_runs_the_earlier_runs_first_and_the_pretrained_screen_after(tmp_pa
         "chip-resnet18/ea/none",
         "chip-resnet50/ea/none",
     ]
-    assert len(first) == 10 and {s.group for s in second} == {"chip-resnet101/ea/forest-pretrained"}
+    assert len(first) == 10
+    pretrained = {"chip-resnet101/ea/forest-pretrained", "chip-resnet101/ea/gnn-pretrained"}
+    assert {s.group for s in second} == pretrained and len(second) == 4
     run = second[1]
+    assert run.group == "chip-resnet101/ea/forest-pretrained"
     assert run.seed == 1 and run.after == "chip-resnet50/ea/none/seed1"
     init = next(o for o in run.overrides if o.startswith("screen.init_from="))
     assert f"'{tmp_path}/chip-resnet18/ea/none/seed1'" in init
     assert f"'{tmp_path}/chip-resnet50/ea/none/seed1'" in init
     assert "screen.warmup=0" in run.overrides
     assert any(o.startswith("hwmodel.params.command=") for o in run.overrides)
+    # the critic is the learner's: only EGRL runs it
+    both = runner.load_plan("screening", [f"out={tmp_path}", "problems=[nnpi-resnet101]"])
+    (stage,) = screening.plan(both, tmp_path)
+    assert sorted({s.group.split("/")[1] for s in stage if s.group.endswith("/critic")}) == ["egrl"]
 
 
 def test_a_plan_naming_a_screen_without_overrides_is_refused(tmp_path):
