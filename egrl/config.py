@@ -35,7 +35,8 @@ class AgentConfig:
 
 @dataclass
 class PolicyConfig:
-    """Graph U-Net actor and twin-Q critic sizes (Table 2)."""
+    """Graph U-Net actor and twin-Q critic sizes (Table 2); the critic's width and depth
+    are the learner's ``critic_hidden`` and ``critic_depth`` where set."""
 
     hidden: int = 128
     out: int = 128
@@ -60,6 +61,11 @@ class LearnerConfig(SACConfig):
     ``reward_scale``, ``batch_size``, ``noise_std``, ... : Table 2 and Appendix D) are
     inherited from :class:`egrl.sac.SACConfig`; the fields below are the trainer's. An
     unknown key is an error (a misspelt hyperparameter must not be ignored).
+
+    ``critic_hidden`` and ``critic_depth`` (inherited too) size the twin-Q critic apart
+    from the actor: ``None`` (the default) gives it the policy's ``hidden`` and ``depth``,
+    as every run before them had; it always has the policy's ``heads``, which must divide
+    ``critic_hidden``.
 
     ``store_repaired``: for every invalid map evaluated, also store the map the compiler
     repaired it into (``ev.rectified``) with the reward of a valid map, ``(L_c / L)^2``,

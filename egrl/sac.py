@@ -103,6 +103,10 @@ class SACConfig:
         shared_critic_encoder: the twin critic's two Q heads read one graph encoder
             (``True``, half the critic's work) or each its own (``False``: EGRL's two
             independent towers). Only :meth:`SACDiscrete.build` reads it.
+        critic_hidden: the critic's encoder width (``None``: the actor's, ``policy.hidden``:
+            Table 2's 128). Only :meth:`SACDiscrete.build` reads it.
+        critic_depth: the critic's attention layers per encoder (``None``: the actor's,
+            ``policy.depth``: Table 2's 4). Only :meth:`SACDiscrete.build` reads it.
     """
 
     gamma: float = 0.99
@@ -126,6 +130,8 @@ class SACConfig:
     target_actor: bool = True
     grad_clip_norm: float | None = 5.0
     shared_critic_encoder: bool = True
+    critic_hidden: int | None = None
+    critic_depth: int | None = None
 
     def __post_init__(self) -> None:
         if self.actor_action not in ACTOR_ACTIONS:
@@ -148,6 +154,10 @@ class SACConfig:
         for name in ("action_noise_std", "action_noise_clip", "noise_std", "alpha_init"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("critic_hidden", "critic_depth"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
 
         if not self.autotune_alpha and self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
@@ -286,6 +296,16 @@ def _on_device(graph, device: torch.device):
 
 
 # ---------------------------------------------------------------------- learner
+#: learner config key -> critic layout key of the critic's sizes (:meth:`SACDiscrete.build`)
+_CRITIC_SIZES = {"critic_hidden": "hidden", "critic_depth": "depth"}
+
+
+def describe_layout(layout: dict) -> str:
+    """``"a shared encoder of width 32 and depth 2"``: a critic layout in words."""
+    kind = "a shared encoder" if layout["shared"] else "two encoders"
+    return f"{kind} of width {layout['hidden']} and depth {layout['depth']}"
+
+
 class SACDiscrete:
     """EGRL's policy-gradient learner: a graph actor, a twin-Q critic and their targets.
 
@@ -351,10 +371,23 @@ class SACDiscrete:
     ) -> SACDiscrete:
         """A learner with a Graph U-Net actor and twin-Q critic initialised from ``seed``.
 
-        The modules are created under :func:`policies.seeded_init` with ``seed``: the same
-        seed gives the same weights and the caller's random state is left untouched.
+        ``hidden``, ``out``, ``depth`` and ``heads`` are the actor's sizes (``policy.*``);
+        the critic has ``heads`` too, and ``config.critic_hidden`` / ``config.critic_depth``
+        where set, else the actor's ``hidden`` / ``depth``. The modules are created under
+        :func:`policies.seeded_init` with ``seed``, the actor first: the same seed gives the
+        same weights (the actor's whatever the critic's sizes) and the caller's random
+        state is left untouched.
         """
         from policies import GraphUNetActor, TwinQCritic
+
+        cfg = config or SACConfig()
+        critic_hidden = hidden if cfg.critic_hidden is None else int(cfg.critic_hidden)
+        critic_depth = depth if cfg.critic_depth is None else int(cfg.critic_depth)
+        if critic_hidden % heads:
+            raise ValueError(
+                f"critic_hidden ({critic_hidden}) must be a multiple of the attention heads "
+                f"(policy.heads={heads})"
+            )
 
         def networks() -> tuple[GraphUNetActor, TwinQCritic]:
             actor = GraphUNetActor(
@@ -363,10 +396,10 @@ class SACDiscrete:
             critic = TwinQCritic(
                 in_dim,
                 list(num_choices),
-                hidden=hidden,
-                depth=depth,
+                hidden=critic_hidden,
+                depth=critic_depth,
                 heads=heads,
-                shared_encoder=(config or SACConfig()).shared_critic_encoder,
+                shared_encoder=cfg.shared_critic_encoder,
             )
             return actor, critic
 
@@ -551,24 +584,31 @@ class SACDiscrete:
         A checkpoint written before ``shared_critic_encoder`` existed holds two towers;
         restoring it into a learner built with a shared encoder gives the learner the
         checkpoint's two towers (and sets ``config.shared_critic_encoder`` to match), so
-        a resumed run goes on with the critic it had.
+        a resumed run goes on with the critic it had. Likewise a checkpoint whose critic
+        has another width or depth (``critic_hidden``, ``critic_depth``) than this
+        learner's: the learner takes the checkpoint's, and its config says so.
         """
         from policies import TwinQCritic
 
         if not isinstance(self.critic, TwinQCritic):
             return
-        shared = TwinQCritic.shares_encoder(critic_state)
-        if shared == self.critic.shared_encoder:
+        saved, mine = TwinQCritic.layout_of(critic_state), self.critic.layout
+        if saved == mine:
             return
         log.warning(
-            "learner checkpoint holds a critic with %s; rebuilding the critic to match",
-            "a shared encoder" if shared else "two encoders",
+            "learner checkpoint holds a critic with %s (this learner: %s); rebuilding the "
+            "critic to match",
+            describe_layout(saved),
+            describe_layout(mine),
         )
         critic = self.critic
-        self.critic = seeded_init(0, lambda: critic.with_encoder(shared))  # weights: loaded next
+        self.critic = seeded_init(0, lambda: critic.with_layout(**saved))  # weights: loaded next
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.critic_optim = adam(self.critic.parameters(), self.config.lr_critic, self.device)
-        self.config = replace(self.config, shared_critic_encoder=shared)
+        sizes = {
+            key: saved[size] for key, size in _CRITIC_SIZES.items() if saved[size] != mine[size]
+        }
+        self.config = replace(self.config, shared_critic_encoder=saved["shared"], **sizes)
 
     def state_dict(self) -> dict:
         """Networks, targets, optimizers, temperature, generator state and counters.

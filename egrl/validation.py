@@ -182,6 +182,8 @@ RULES: dict[str, Rule] = {
     "learner.target_actor": FLAG,
     "learner.grad_clip_norm": Rule(float, low=0, low_open=True, optional=True),
     "learner.shared_critic_encoder": FLAG,
+    "learner.critic_hidden": Rule(int, low=1, optional=True),
+    "learner.critic_depth": Rule(int, low=1, optional=True),
     "screen.name": Rule(str, choices=SCREEN_NAMES),
     "screen.pool": at_least(1),
     "screen.explore": Rule(float, low=0, high=1, high_open=True),

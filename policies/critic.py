@@ -106,8 +106,10 @@ class TwinQCritic(nn.Module):
     Args:
         in_dim: node feature width ``F``.
         num_choices: choices per decision head; ``C = max(num_choices)``.
-        hidden: encoder width (Table 2: 128).
-        depth: attention layers per encoder (Table 2: 4).
+        hidden: encoder width (Table 2: 128; the learner's ``critic_hidden``, else the
+            policy's).
+        depth: attention layers per encoder (Table 2: 4; the learner's ``critic_depth``,
+            else the policy's).
         heads: attention heads per layer (Table 2: 4).
         attention: ``"gat"`` (default) or ``"gatv2"``. GAT's per-node attention scores
             make a forward+backward over ``S`` samples cheaper than GATv2's per-edge ones.
@@ -145,13 +147,43 @@ class TwinQCritic(nn.Module):
     def with_encoder(self, shared: bool) -> TwinQCritic:
         """A new critic of the same sizes with a shared (or two) encoder(s), freshly
         initialised from the global generator, on this critic's device."""
-        critic = TwinQCritic(self.in_dim, self.num_choices, shared_encoder=shared, **self.sizes)
+        return self.with_layout(shared, self.sizes["hidden"], self.sizes["depth"])
+
+    def with_layout(self, shared: bool, hidden: int, depth: int) -> TwinQCritic:
+        """A new critic with a shared (or two) encoder(s) of ``hidden`` x ``depth`` (this
+        critic's heads and attention), freshly initialised from the global generator, on
+        this critic's device."""
+        sizes = {**self.sizes, "hidden": int(hidden), "depth": int(depth)}
+        critic = TwinQCritic(self.in_dim, self.num_choices, shared_encoder=shared, **sizes)
         return critic.to(self.mask.device)
+
+    @property
+    def layout(self) -> dict:
+        """``{"shared": bool, "hidden": int, "depth": int}``: what :meth:`layout_of` reads."""
+        return {
+            "shared": self.shared_encoder,
+            "hidden": self.sizes["hidden"],
+            "depth": self.sizes["depth"],
+        }
 
     @staticmethod
     def shares_encoder(state_dict: dict) -> bool:
         """Whether ``state_dict`` (of a :class:`TwinQCritic`) holds a shared encoder."""
         return any(str(key).startswith("encoder.") for key in state_dict)
+
+    @staticmethod
+    def layout_of(state_dict: dict) -> dict:
+        """The encoder layout of a :class:`TwinQCritic`'s ``state_dict``: ``{"shared":
+        bool, "hidden": int, "depth": int}`` (width and attention layers per encoder)."""
+        shared = TwinQCritic.shares_encoder(state_dict)
+        prefix = "encoder." if shared else "q1."
+        hidden = int(state_dict[f"{prefix}state_in.weight"].shape[0])
+        convs = {
+            str(key)[len(prefix) :].split(".")[1]
+            for key in state_dict
+            if str(key).startswith(f"{prefix}convs.")
+        }
+        return {"shared": shared, "hidden": hidden, "depth": len(convs)}
 
     def forward(
         self, x: Tensor, edge_index: Tensor, actions: Tensor, batch: Tensor | None = None

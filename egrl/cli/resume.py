@@ -69,6 +69,8 @@ LEARNER_KEYS_OF_OLD_RUNS = {
     "entropy_reduction": "mean",
     "reward_norm": "none",
     "update_on": "proposal",  # one update per answered map, before learner.update_on
+    "critic_hidden": None,  # the critic had the policy's sizes before it had its own
+    "critic_depth": None,
 }
 
 
@@ -76,7 +78,9 @@ def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
     """``cfg`` with the learner keys it lacks set to what the run was made with.
 
     A run saved before a learner option existed ran without it; filling the option's new
-    default instead would change the run on resume.
+    default instead would change the run on resume. The keys a saved config holds
+    (``gradient_ratio``, ``batch_size``, ...) are kept as they are, whatever the defaults
+    have become since.
     """
     learner = cfg.get("learner")
     if learner is None:
