@@ -304,12 +304,16 @@ class SearchAgent:
             self._answered[answered.ticket.id] = (answered.ticket, self._record(answered))
 
     def _record(self, answered: Answered) -> Evaluation:
-        """Count, buffer and keep the best of one answered submission."""
+        """Count, buffer and keep the best of one answered submission; its paid maps
+        that were measured (not failed) go to the screen."""
         ticket, m = answered.ticket, answered.measurement
         ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
         self.buffer.add(ticket.maps, ev.reward, ticket.source)
-        if self.screen is not None and answered.paid.any():
-            self.screen.observe(ticket.maps[answered.paid], ev.reward[answered.paid])
+        # the screen learns from measurements: a failed map is paid, but its reward is
+        # the penalty for a map the chip did not run, not what the chip answered
+        measured = answered.paid & ~answered.failed
+        if self.screen is not None and measured.any():
+            self.screen.observe(ticket.maps[measured], ev.reward[measured])
         self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
         self.evaluation_log.add(
             ticket.source,
