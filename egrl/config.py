@@ -96,7 +96,7 @@ class ScreenConfig:
     """Screening: a cost model learned from the run's paid measurements picks what is paid.
 
     ``name``: ``none`` (every proposal is measured, the other keys are ignored) or a
-    model of :data:`egrl.screening.models.MODELS` (``forest``). The agent proposes
+    model of :data:`egrl.screening.models.MODELS` (``forest``, ``gnn``, ``critic``). The agent proposes
     ``pool`` times its usual batch (1: no screening); maps the measure cache knows are
     free; of the new ones the model's top-ranked are paid, except a share ``explore``
     drawn at random; screening starts after ``warmup`` paid measurements. The model is
