@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from egrl.aggregate.optimum import CACHE_FILE
@@ -25,6 +25,8 @@ def write_run(
     proposals: float = 1.25,
     stopped_early: str | None = None,
     descent: Sequence[str] | None = None,
+    wall_s: Sequence[float] | None = None,
+    columns: Mapping[str, Sequence] | None = None,
 ) -> Path:
     """A run directory on NNP-I.
 
@@ -34,6 +36,10 @@ def write_run(
         proposals: proposals per paid sample (the ``proposals`` column).
         stopped_early: the best map's ``stopped_early`` (None: ran its budget).
         descent: the ``champion_descent`` column, one label per generation.
+        wall_s: the ``wall_s`` column, one value per generation (None: the generation's
+            number).
+        columns: more columns (``t_learner``, ``gradient_steps``, ...), one value per
+            generation each.
     """
     path.mkdir(parents=True)
     files = RunDir(path)
@@ -48,12 +54,16 @@ def write_run(
             "init_from": init_from,
         }
     )
-    columns = COLUMNS if descent is None else (*COLUMNS, "champion_descent")
+    extra = dict(columns or {})
+    names = COLUMNS if descent is None else (*COLUMNS, "champion_descent")
+    names = (*names, *extra)
     for g, (it, sp) in enumerate(curve, 1):
-        row = dict(zip(COLUMNS, (g, it, int(it * proposals), g, sp)))
+        wall = g if wall_s is None else wall_s[g - 1]
+        row = dict(zip(COLUMNS, (g, it, int(it * proposals), wall, sp)))
         if descent is not None:
             row["champion_descent"] = descent[g - 1]
-        files.append_metrics(columns, row)
+        row |= {name: values[g - 1] for name, values in extra.items()}
+        files.append_metrics(names, row)
     files.write_best_map({"speedup": curve[-1][1], "stopped_early": stopped_early})
     return path
 
