@@ -109,14 +109,14 @@ def test_a_plan_naming_a_screen_without_overrides_is_refused(tmp_path):
 
 
 def test_smoke_preset_end_to_end(tmp_path):
-    """EA on resnet34, unscreened, screened and pre-trained on resnet18 runs, two seeds of
-    40 samples; the section's numbers are those of the run directories."""
+    """EA on resnet34, unscreened and with a screen pre-trained on resnet18 runs, two seeds
+    of 40 samples; the section's numbers are those of the run directories."""
     out = tmp_path / "out"
     assert runner.run("screening-smoke", [f"out={out}"]) == 0
     section = render.read_section("screening", out / "results.md")
     assert section.startswith("## Screening: a learned cost model decides what to measure")
     finals = {}
-    for screen in ("none", "forest", "forest-pretrained"):
+    for screen in ("none", "forest-pretrained"):
         for seed in (0, 1):
             files = RunDir(out / "nnpi-resnet34" / "ea" / screen / f"seed{seed}")
             rows = files.read_metrics_rows()
@@ -127,7 +127,7 @@ def test_smoke_preset_end_to_end(tmp_path):
                 assert init_from == [str(out / "nnpi-resnet18" / "ea" / "none" / f"seed{seed}")]
                 assert math.isfinite(float(rows[0]["screen_spearman"]))  # ranked from the start
     assert "### nnpi-resnet34 (budget 40, " in section
-    for screen in ("none", "forest", "forest-pretrained"):
+    for screen in ("none", "forest-pretrained"):
         values = [finals[screen, seed] for seed in (0, 1)]
         mean, std = np.mean(values), np.std(values, ddof=1)
         assert f"| ea | {screen} | 2 | {mean:.4f} ± {std:.4f} |" in section
