@@ -218,7 +218,11 @@ def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> t
     """The problem's reference: the proven optimum, else the best known value."""
     optimum, proven = None, False
     if problem not in (cfg.get("no_optimum") or []):
-        opt = optimum_speedups(runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s)
+        try:
+            opt = optimum_speedups(runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s)
+        except RuntimeError as exc:  # the solver found no map in its time
+            log.warning("%s: no optimum (%s); the best known value instead", problem, exc)
+            opt = {}
         info = opt.get(runs[0].workload)
         if info is not None:
             optimum, proven = info.speedup, bool(info.proven)

@@ -132,3 +132,14 @@ def test_smoke_preset_end_to_end(tmp_path):
         mean, std = np.mean(values), np.std(values, ddof=1)
         assert f"| ea | {screen} | 2 | {mean:.4f} ± {std:.4f} |" in section
     assert (out / "figures" / "screening_nnpi-resnet34.png").stat().st_size > 0
+
+
+def test_a_solver_that_finds_no_map_gives_way_to_the_best_known(study, monkeypatch):
+    (study / PROBLEM / "optimum.json").unlink()
+
+    def no_map(*args, **kwargs):
+        raise RuntimeError("resnet101: CP-SAT found no map (UNKNOWN) in 46.0 s")
+
+    monkeypatch.setattr(screening, "optimum_speedups", no_map)
+    (result,) = screening.analyse(plan_cfg(study), study)
+    assert result.source == "runs" and result.reference == pytest.approx(1.056)
