@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -153,11 +153,16 @@ class CellResult:
         final: best speedup over the compiler at the end of each run ``[S]``.
         to_compiler: paid samples to reach the native compiler (speedup 1) ``[S]``.
         to_level: paid samples to reach ``level`` x the reference ``[S]`` (inf: never).
+        to_match: paid samples to reach the same agent's unscreened median final best
+            speedup ``[S]``: the samples a screen needs for the quality the agent gets
+            from the whole budget without one.
         spearman: median over generations of the model's rank correlation ``[S]`` (NaN:
             no screen).
         ms_per_sample: the run's wall time over its paid samples, in ms ``[S]``.
-        test: against the reference screen of the same agent: ``(U, p, share of pairs
-            this screen got to the level first)``; None for the reference itself.
+        tests: against the reference screen of the same agent, ``(U, p, share of pairs
+            this screen got there first)`` on ``to_level`` and ``to_match``, and ``(U, p,
+            share of pairs this screen ended higher)`` on ``final``; empty for the
+            reference itself.
     """
 
     agent: str
@@ -168,7 +173,8 @@ class CellResult:
     to_level: np.ndarray
     spearman: np.ndarray
     ms_per_sample: np.ndarray
-    test: tuple[float, float, float] | None = None
+    to_match: np.ndarray | None = None
+    tests: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -244,9 +250,21 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
     level = float(cfg.level) * reference
     results = [cell_result(a, s, rs, level) for (a, s), rs in cells.items() if rs]
     base = {c.agent: c for c in results if c.screen == REFERENCE}
-    for c in results:
-        if c.screen != REFERENCE and c.agent in base:
-            c.test = compare(c.to_level, base[c.agent].to_level)
+    for c in sorted(results, key=lambda c: c.screen != REFERENCE):  # references first
+        if c.agent not in base:
+            continue
+        b = base[c.agent]
+        match = float(np.median(b.final))
+        c.to_match = np.array(
+            [samples_to_level(r.iterations, r.best_speedup, match) for r in c.runs]
+        )
+        if c.screen != REFERENCE:
+            u, p, _ = compare(-c.final, -b.final)  # higher is better: compare negated
+            c.tests = {
+                "level": compare(c.to_level, b.to_level),
+                "match": compare(c.to_match, base[c.agent].to_match),
+                "final": (u, p, 1.0 - u / (len(c.final) * len(b.final))),
+            }
     budget = max(r.budget for r in runs)
     return ProblemResult(problem, reference, source, budget, float(cfg.level), results)
 
@@ -265,8 +283,11 @@ def header(level: float) -> tuple[str, ...]:
         "runs",
         "final speedup",
         "share of reference",
+        "final against none (p, higher)",
         "samples to compiler",
         f"samples to {level:.0%}",
+        "against none (p, first)",
+        "samples to none's median final",
         "against none (p, first)",
         "model's Spearman",
         "ms per paid map",
@@ -274,7 +295,7 @@ def header(level: float) -> tuple[str, ...]:
 
 
 def test_text(test: tuple[float, float, float] | None) -> str:
-    """``p = 0.012, 80%``: the test's p and the share of pairs the screen got there first."""
+    """``p = 0.012, 80%``: the test's p and the share of pairs in the screen's favour."""
     if test is None or not np.isfinite(test[1]):
         return ""
     return f"p = {test[1]:.3f}, {test[2]:.0%}"
@@ -289,9 +310,12 @@ def table_markdown(result: ProblemResult) -> str:
             len(c.runs),
             format_mean_std(c.final),
             format_mean_std(c.final / result.reference, "{:.2%}"),
+            test_text(c.tests.get("final")),
             format_samples(c.to_compiler),
             format_samples(c.to_level),
-            test_text(c.test),
+            test_text(c.tests.get("level")),
+            format_samples(c.to_match) if c.to_match is not None else "",
+            test_text(c.tests.get("match")),
             median_range(c.spearman, "{:.2f}"),
             median_range(c.ms_per_sample, "{:.1f}"),
         )
@@ -300,8 +324,9 @@ def table_markdown(result: ProblemResult) -> str:
     return markdown_table(header(result.level), rows)
 
 
-def summary_markdown(results: Sequence[ProblemResult]) -> str:
-    """Per problem and agent: the median samples to the level of each screen over ``none``'s."""
+def summary_markdown(results: Sequence[ProblemResult], key: str = "level") -> str:
+    """Per problem and agent: the median samples of each screen over ``none``'s, to the
+    level (``key="level"``) or to ``none``'s median final (``"match"``)."""
     screens = list(
         dict.fromkeys(c.screen for r in results for c in r.cells if c.screen != REFERENCE)
     )
@@ -309,24 +334,30 @@ def summary_markdown(results: Sequence[ProblemResult]) -> str:
     for r in results:
         base = {c.agent: c for c in r.cells if c.screen == REFERENCE}
         for agent, b in base.items():
-            row = [r.problem, agent, format_samples(b.to_level, spread=False)]
+            row = [r.problem, agent, format_samples(samples(b, key), spread=False)]
             for screen in screens:
                 cell = next((c for c in r.cells if c.agent == agent and c.screen == screen), None)
-                row.append(ratio_text(cell, b))
+                row.append(ratio_text(cell, b, key))
             rows.append(row)
-    return markdown_table(("problem", "agent", "none: samples to level", *screens), rows)
+    return markdown_table(("problem", "agent", "none", *screens), rows)
 
 
-def ratio_text(cell: CellResult | None, base: CellResult) -> str:
-    """``0.45x (p = 0.03)``: the median samples to the level over ``base``'s, with the test;
-    ``-`` where either never got there at the median."""
+def samples(cell: CellResult, key: str) -> np.ndarray:
+    """A cell's samples to the level (``"level"``) or to none's median final (``"match"``)."""
+    return cell.to_level if key == "level" else cell.to_match
+
+
+def ratio_text(cell: CellResult | None, base: CellResult, key: str = "level") -> str:
+    """``0.45x (p = 0.030)``: the cell's median samples over ``base``'s, with the test;
+    how many reached it where either median never did."""
     if cell is None:
         return ""
-    mine, theirs = np.median(cell.to_level), np.median(base.to_level)
-    p = f" (p = {cell.test[1]:.3f})" if cell.test is not None and np.isfinite(cell.test[1]) else ""
+    mine, theirs = np.median(samples(cell, key)), np.median(samples(base, key))
+    test = cell.tests.get(key)
+    p = f" (p = {test[1]:.3f})" if test is not None and np.isfinite(test[1]) else ""
     if not (np.isfinite(mine) and np.isfinite(theirs)):
-        reached = f"{np.isfinite(cell.to_level).sum()}/{len(cell.to_level)} reached"
-        return f"{reached}{p}"
+        reached = samples(cell, key)
+        return f"{np.isfinite(reached).sum()}/{len(reached)} reached{p}"
     return f"{mine / theirs:.2f}x{p}"
 
 
@@ -391,9 +422,15 @@ def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
     if result:
         lines += [
             f"Median samples to {result[0].level:.0%} of the reference with each screen, "
-            "as a multiple of the unscreened agent's (Mann-Whitney p):",
+            "as a multiple of the unscreened agent's (Mann-Whitney p; where a median never "
+            "got there, how many runs did):",
             "",
-            summary_markdown(result),
+            summary_markdown(result, "level"),
+            "",
+            "Median samples to the unscreened agent's median final best speedup (what it "
+            "gets from the whole budget), as a multiple of the unscreened agent's own:",
+            "",
+            summary_markdown(result, "match"),
             "",
         ]
     for r in result:

@@ -45,9 +45,15 @@ def test_analysis_reads_samples_to_the_levels_and_tests_each_screen(study):
     assert np.allclose(none.to_compiler, 100) and np.allclose(forest.to_compiler, [50, 51, 52, 53])
     assert np.allclose(none.to_level, [150, 160, 170, 180])
     assert np.allclose(forest.to_level, [50, 51, 52, 53])
-    assert none.test is None
-    u, p, first = forest.test  # all four screened runs got there first
+    assert none.tests == {}
+    u, p, first = forest.tests["level"]  # all four screened runs got there first
     assert u == 0.0 and p == pytest.approx(2 / 70, abs=2e-3) and first == 1.0
+    # none's median final is 1.0515: two unscreened runs end below it, every screened run
+    # passes it after 50-53 samples
+    assert np.allclose(forest.to_match, [50, 51, 52, 53])
+    assert np.isinf(none.to_match[:2]).all() and np.allclose(none.to_match[2:], [170, 180])
+    assert forest.tests["match"][1] < 0.05 and forest.tests["match"][2] == 1.0
+    assert forest.tests["final"][2] == 1.0  # every screened run ended higher
     assert np.all(np.isnan(forest.spearman))  # hand-made runs log no screen
     assert np.allclose(none.ms_per_sample, 1000 * 3 / 200)
 
@@ -58,7 +64,7 @@ def test_report_summary_and_figure(study, tmp_path):
     page = runner.Page(tmp_path / "page.md", tmp_path / "figures", "python -m studies run x")
     text = screening.render(cfg, result, page)
     assert f"| {PROBLEM} | ea | 165 (4/4) | 0.31x (p = 0.029) |" in text
-    row = "| ea | forest | 4 | 1.0560 ± 0.0000 | 99.62% ± 0.00% | 52 [50-53] (4/4) | 52 [50-53] (4/4) |"
+    row = "| ea | forest | 4 | 1.0560 ± 0.0000 | 99.62% ± 0.00% | p = 0.021, 100% | 52 [50-53] (4/4) |"
     assert row in text
     assert "p = 0.029, 100%" in text
     assert f"![{PROBLEM}](figures/screening_{PROBLEM}.png)" in text
