@@ -35,9 +35,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
         return [{k: v for k, v in r.items() if k not in SKIP} for r in csv.DictReader(f)]
 
 
-def config(agent: dict, budget: int, seed: int = 0, **screen):
-    """A run on resnet18 with a forest screen (small pool, warmup and forest)."""
-    screen = {"name": "forest", "pool": 3, "explore": 0.25, "warmup": 12, "trees": 16, **screen}
+def run_config(agent: dict, budget: int, screen: dict, seed: int = 0, **keys):
+    """A small screening run: tiny policies, a population of 6, a checkpoint a generation."""
     return from_mapping(
         {
             "seed": seed,
@@ -50,8 +49,15 @@ def config(agent: dict, budget: int, seed: int = 0, **screen):
             "population": {"size": 6, "boltzmann_fraction": 0.34},
             "learner": {"batch_size": 8, "burn_in": 8},
             "screen": screen,
+            **keys,
         }
     )
+
+
+def config(agent: dict, budget: int, seed: int = 0, **screen):
+    """A run on resnet18 with a forest screen (small pool, warmup and forest)."""
+    screen = {"name": "forest", "pool": 3, "explore": 0.25, "warmup": 12, "trees": 16, **screen}
+    return run_config(agent, budget, screen, seed)
 
 
 # ------------------------------------------------------------------ features

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.config import ScreenConfig, from_mapping
+from egrl.config import ScreenConfig
 from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
 from egrl.sac import SACConfig, SACDiscrete
@@ -20,7 +20,7 @@ from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman
 from egrl.validation import ConfigError
 from tests.test_cli import assert_refused, egrl_train
-from tests.test_screening import TINY_POLICY, read_metrics
+from tests.test_screening import TINY_POLICY, read_metrics, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,20 +31,7 @@ PG = {"name": "pg", "use_population": False, "migration": False}
 def config(agent: dict, budget: int, seed: int = 0, **screen):
     """A run on resnet18 with a critic screen (small pool, warmup and policies)."""
     screen = {"name": "critic", "pool": 3, "explore": 0.25, "warmup": 12, **screen}
-    return from_mapping(
-        {
-            "seed": seed,
-            "budget": budget,
-            "progress": False,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 100,
-            "agent": agent,
-            "policy": TINY_POLICY,
-            "population": {"size": 6, "boltzmann_fraction": 0.34},
-            "learner": {"batch_size": 8, "burn_in": 8},
-            "screen": screen,
-        }
-    )
+    return run_config(agent, budget, screen, seed)
 
 
 def trained_learner(env, maps: np.ndarray, rewards: np.ndarray, updates: int) -> SACDiscrete:

@@ -17,10 +17,9 @@ import torch
 from egrl import make_env
 from egrl.agents import make_agent
 from egrl.agents.base import SCREEN_TIMING_COLUMN, TIMING_COLUMNS
-from egrl.config import from_mapping
 from egrl.runtime import LocalRuntime, RuntimeConfig, TargetSpec
 from egrl.screening.screen import spearman
-from tests.test_screening import TINY_POLICY, read_metrics
+from tests.test_screening import read_metrics, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,21 +36,7 @@ def config(agent: dict, budget: int, screen: str = "forest", **keys):
     section = {"name": screen, "pool": 3, "explore": 0.25, "warmup": 10}
     if screen == "forest":
         section["trees"] = 16
-    return from_mapping(
-        {
-            "seed": 0,
-            "budget": budget,
-            "progress": False,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 100,
-            "agent": agent,
-            "policy": TINY_POLICY,
-            "population": {"size": 6, "boltzmann_fraction": 0.34},
-            "learner": {"batch_size": 8, "burn_in": 8},
-            "screen": section,
-            **keys,
-        }
-    )
+    return run_config(agent, budget, section, **keys)
 
 
 def run(cfg, runtime=None, run_dir: Path | None = None, env=None):
