@@ -255,16 +255,18 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
             continue
         b = base[c.agent]
         match = float(np.median(b.final))
-        c.to_match = np.array(
-            [samples_to_level(r.iterations, r.best_speedup, match) for r in c.runs]
-        )
+        if match > 0:  # 0: most unscreened runs found no valid map, nothing to match
+            c.to_match = np.array(
+                [samples_to_level(r.iterations, r.best_speedup, match) for r in c.runs]
+            )
         if c.screen != REFERENCE:
             u, p, _ = compare(-c.final, -b.final)  # higher is better: compare negated
             c.tests = {
                 "level": compare(c.to_level, b.to_level),
-                "match": compare(c.to_match, base[c.agent].to_match),
                 "final": (u, p, 1.0 - u / (len(c.final) * len(b.final))),
             }
+            if c.to_match is not None:
+                c.tests["match"] = compare(c.to_match, b.to_match)
     budget = max(r.budget for r in runs)
     return ProblemResult(problem, reference, source, budget, float(cfg.level), results)
 
@@ -334,7 +336,8 @@ def summary_markdown(results: Sequence[ProblemResult], key: str = "level") -> st
     for r in results:
         base = {c.agent: c for c in r.cells if c.screen == REFERENCE}
         for agent, b in base.items():
-            row = [r.problem, agent, format_samples(samples(b, key), spread=False)]
+            own = samples(b, key)
+            row = [r.problem, agent, "-" if np.isnan(own).all() else format_samples(own, False)]
             for screen in screens:
                 cell = next((c for c in r.cells if c.agent == agent and c.screen == screen), None)
                 row.append(ratio_text(cell, b, key))
@@ -343,7 +346,10 @@ def summary_markdown(results: Sequence[ProblemResult], key: str = "level") -> st
 
 
 def samples(cell: CellResult, key: str) -> np.ndarray:
-    """A cell's samples to the level (``"level"``) or to none's median final (``"match"``)."""
+    """A cell's samples to the level (``"level"``) or to none's median final (``"match"``;
+    NaN where the unscreened median found no valid map)."""
+    if key == "match" and cell.to_match is None:
+        return np.full(len(cell.runs), np.nan)
     return cell.to_level if key == "level" else cell.to_match
 
 
@@ -352,6 +358,8 @@ def ratio_text(cell: CellResult | None, base: CellResult, key: str = "level") ->
     how many reached it where either median never did."""
     if cell is None:
         return ""
+    if np.isnan(samples(base, key)).all():
+        return "no valid map to match"
     mine, theirs = np.median(samples(cell, key)), np.median(samples(base, key))
     test = cell.tests.get(key)
     p = f" (p = {test[1]:.3f})" if test is not None and np.isfinite(test[1]) else ""
