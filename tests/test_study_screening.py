@@ -146,6 +146,25 @@ def test_a_solver_that_finds_no_map_gives_way_to_the_best_known(study, monkeypat
     def no_map(*args, **kwargs):
         raise RuntimeError("resnet101: CP-SAT found no map (UNKNOWN) in 46.0 s")
 
-    monkeypatch.setattr(screening, "optimum_speedups", no_map)
+    monkeypatch.setattr(screening, "optimum_by_target", no_map)
     (result,) = screening.analyse(plan_cfg(study), study)
     assert result.source == "runs" and result.reference == pytest.approx(1.056)
+
+
+def test_targets_that_differ_only_in_the_repairs_seed_share_the_proven_optimum(study, monkeypatch):
+    from egrl.aggregate.optimum import OptimumInfo
+
+    def per_seed(*args, **kwargs):  # mcm's target keys hold the run's seed
+        info = {"workload": "resnet101", "hwmodel": "mcm", "gap": 0.0, "source": "test"}
+        return {
+            "mcm/resnet101?seed=0": OptimumInfo(
+                params={"seed": 0}, speedup=1.07, proven=True, **info
+            ),
+            "mcm/resnet101?seed=1": OptimumInfo(
+                params={"seed": 1}, speedup=1.08, proven=False, **info
+            ),
+        }
+
+    monkeypatch.setattr(screening, "optimum_by_target", per_seed)
+    (result,) = screening.analyse(plan_cfg(study), study)
+    assert result.source == "proven" and result.reference == 1.07
