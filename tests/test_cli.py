@@ -1,19 +1,29 @@
-"""The console entry points, run as a user would (subprocesses)."""
+"""The console entry points, run as a user would (subprocesses), and ``egrl-train``'s
+refusals of bad input, mostly run in this process (:func:`egrl_train_in_process`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib
+import io
 import json
+import logging
+import os
+import random
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import traceback
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from tests.test_trainer import read_metrics
@@ -42,6 +52,96 @@ def egrl_train(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
+
+
+@contextlib.contextmanager
+def process_state_kept() -> Iterator[None]:
+    """Restores what running ``egrl-train`` changes in this process: the arguments, the
+    working directory, Hydra's global state, the logging set-up (Hydra configures its own
+    on the root logger), the environment, Python's and torch's random generators and
+    torch's threads."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    argv, cwd, environ = sys.argv, os.getcwd(), dict(os.environ)
+    loggers = [logging.root] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    logging_state = [(lg, lg.level, lg.handlers[:], lg.propagate, lg.disabled) for lg in loggers]
+    hydra_cfg = HydraConfig.instance().cfg
+    rng = (random.getstate(), torch.get_rng_state())
+    threads = torch.get_num_threads()
+    # Hydra's logging.config closes every handler made so far (pytest's among them):
+    # they are hidden from it and given back afterwards
+    handler_refs, named_handlers = logging._handlerList[:], dict(logging._handlers)
+    del logging._handlerList[:]
+    GlobalHydra.instance().clear()
+    try:
+        yield
+    finally:
+        logging._handlerList[:0] = handler_refs
+        logging._handlers.update(named_handlers)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = hydra_cfg
+        for lg, level, handlers, propagate, disabled in logging_state:
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.propagate, lg.disabled = propagate, disabled
+        if dict(os.environ) != environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        random.setstate(rng[0])
+        torch.set_rng_state(rng[1])
+        torch.set_num_threads(threads)
+        os.chdir(cwd)
+        sys.argv = argv
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def egrl_train_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """:func:`egrl_train` without a new interpreter, for refusals of bad input.
+
+    Runs the console entry point (``egrl.cli.train:main``) with ``sys.argv`` and the
+    working directory set, stdout and stderr captured, warnings shown on stderr as a fresh
+    interpreter would, and ``SystemExit``'s code as the exit status (an exception is a
+    traceback on stderr and status 1). A refusal reads as from the command line
+    (:func:`test_a_refusal_reads_the_same_in_process_as_from_the_command_line`); what
+    happens once a run starts (logging to its directory, a launcher's processes) is for
+    :func:`egrl_train`.
+    """
+    from egrl.cli.train import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    command = ["egrl-train", *args]
+    with process_state_kept(), warnings.catch_warnings():
+        warnings.resetwarnings()  # a new interpreter's filters (``python -W`` unset)
+        for category in (
+            DeprecationWarning,
+            PendingDeprecationWarning,
+            ImportWarning,
+            ResourceWarning,
+        ):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = _show_warning
+        sys.argv = command[:]
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                main()
+                returncode = 0
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    returncode = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    returncode = 1
+            except Exception:
+                traceback.print_exc()
+                returncode = 1
+    return subprocess.CompletedProcess(command, returncode, stdout.getvalue(), stderr.getvalue())
 
 
 def test_egrl_train_writes_run_directory_and_resumes(tmp_path):
@@ -129,6 +229,27 @@ def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [("budget=-5", "seed=-1"), ("-m", "budget=10,-5", "seed=0,1")],
+)
+def test_a_refusal_reads_the_same_in_process_as_from_the_command_line(tmp_path, args):
+    """:func:`egrl_train_in_process`, which most refusal tests use, against the command:
+    the same exit status, stdout and stderr; no directory made by either."""
+    command, in_process = tmp_path / "command", tmp_path / "in-process"
+    command.mkdir()
+    in_process.mkdir()
+    expected = egrl_train(*args, cwd=command)
+    assert expected.returncode == 2, expected.stderr[-2000:]
+    out = egrl_train_in_process(*args, cwd=in_process)
+    assert (out.returncode, out.stdout, out.stderr) == (
+        expected.returncode,
+        expected.stdout,
+        expected.stderr,
+    )
+    assert list(command.iterdir()) == list(in_process.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("override", "line"),
     [
         ("budget=-5", "budget=-5 is invalid: expected an integer >= 1"),
@@ -145,12 +266,12 @@ def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
     ],
 )
 def test_bad_values_are_refused_before_any_directory_is_made(tmp_path, override, line):
-    assert_refused(egrl_train(override, cwd=tmp_path), line)
+    assert_refused(egrl_train_in_process(override, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
-    out = egrl_train("-m", "budget=10,-5", "seed=0,1", cwd=tmp_path)
+    out = egrl_train_in_process("-m", "budget=10,-5", "seed=0,1", cwd=tmp_path)
     assert_refused(out, "budget=-5 is invalid: expected an integer >= 1")
     assert list(tmp_path.iterdir()) == []
 
@@ -171,7 +292,7 @@ def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
 def test_bad_agent_options_are_refused_in_one_line(tmp_path, override, line):
     """Checked by building the agent before the run starts: no run directory is made."""
     run_dir = tmp_path / "run"
-    out = egrl_train(*TINY, override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    out = egrl_train_in_process(*TINY, override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert_refused(out, line)
     assert not run_dir.exists()
 
@@ -179,14 +300,14 @@ def test_bad_agent_options_are_refused_in_one_line(tmp_path, override, line):
 def test_resume_of_a_missing_or_foreign_directory_is_refused(tmp_path):
     missing = tmp_path / "nope"
     assert_refused(
-        egrl_train(f"resume={missing}", cwd=tmp_path),
+        egrl_train_in_process(f"resume={missing}", cwd=tmp_path),
         f"resume={missing} is invalid: no such directory",
     )
     assert not missing.exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert_refused(
-        egrl_train(f"resume={empty}", cwd=tmp_path),
+        egrl_train_in_process(f"resume={empty}", cwd=tmp_path),
         f"resume={empty} is invalid: not a run directory (config.yaml is missing)",
     )
     assert list(empty.iterdir()) == []
@@ -198,9 +319,9 @@ def test_resume_applies_a_larger_budget_and_refuses_other_changes(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     saved = (run_dir / "config.yaml").read_text(encoding="utf-8")
 
-    out = egrl_train(f"resume={run_dir}", "seed=3", "budget=60", cwd=tmp_path)
+    out = egrl_train_in_process(f"resume={run_dir}", "seed=3", "budget=60", cwd=tmp_path)
     assert out.returncode == 2 and "egrl-train: resume: cannot change seed " in out.stderr
-    out = egrl_train(f"resume={run_dir}", "budget=30", cwd=tmp_path)
+    out = egrl_train_in_process(f"resume={run_dir}", "budget=30", cwd=tmp_path)
     assert_refused(
         out,
         "budget=30 is invalid: the run has already made 40 iterations (expected an integer >= 40)",
@@ -295,7 +416,7 @@ def test_runs_that_cannot_be_built_are_refused_before_any_directory(tmp_path, ar
     """The target and the agent are asked at check time (issue 25): a workload that does
     not fit, an agent on a target it does not play, an unknown or bad agent option, and
     the same in a sweep; one line, exit status 2, nothing made."""
-    assert_refused(egrl_train(*args, cwd=tmp_path), line)
+    assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from egrl.callbacks import Callback, Checkpointer, MetricsFile, PolicySnapshots, ProgressBar
 from egrl.trainer import Trainer
+from tests.test_cli import egrl_train_in_process
 from tests.test_trainer import small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -184,13 +185,18 @@ def test_a_user_callback_from_the_command_line(tmp_path):
     assert (tmp_path / "count.txt").read_text() == str(generations)
 
 
+def test_an_unknown_logger_is_refused_before_the_run(tmp_path):
+    out = egrl_train(*SMALL, "logger=bogus", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [
+        "egrl-train: logger=bogus is invalid: expected one of csv, mlflow, tensorboard"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (
-            ("logger=bogus",),
-            "logger=bogus is invalid: expected one of csv, mlflow, tensorboard",
-        ),
         (
             ("logger=mlflow", "logger.tracking_uri=http://example.com"),
             "logger.tracking_uri=http://example.com is invalid: expected a local store "
@@ -203,7 +209,7 @@ def test_a_user_callback_from_the_command_line(tmp_path):
     ],
 )
 def test_bad_logger_input_is_refused_before_the_run(tmp_path, args, line):
-    out = egrl_train(*SMALL, *args, cwd=tmp_path)
+    out = egrl_train_in_process(*SMALL, *args, cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [f"egrl-train: {line}"]
     assert list(tmp_path.iterdir()) == []

@@ -20,7 +20,7 @@ from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
 from egrl.validation import ConfigError, config_problems
-from tests.test_cli import assert_refused, egrl_train
+from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -292,10 +292,16 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
     assert with_screen_of_its_time(new).screen.name == "forest"
 
 
+def test_an_unknown_screen_is_refused_before_any_directory(tmp_path):
+    args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", "screen=bogus"]
+    line = "screen=bogus is invalid: expected one of critic, forest, gnn, none"
+    assert_refused(egrl_train(*args, cwd=tmp_path), line)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("override", "line"),
     [
-        ("screen=bogus", "screen=bogus is invalid: expected one of critic, forest, gnn, none"),
         ("screen.pool=0", "screen.pool=0 is invalid: expected an integer >= 1"),
         ("screen.explore=1.5", "screen.explore=1.5 is invalid: expected a number in [0, 1)"),
         ("screen.warmup=-1", "screen.warmup=-1 is invalid: expected an integer >= 0"),
@@ -308,5 +314,5 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
 )
 def test_bad_screen_options_are_refused_before_any_directory(tmp_path, override, line):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", override]
-    assert_refused(egrl_train(*args, cwd=tmp_path), line)
+    assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []

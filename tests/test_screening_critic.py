@@ -19,7 +19,7 @@ from egrl.screening.critic import CriticModel, LearnerCritic
 from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman
 from egrl.validation import ConfigError
-from tests.test_cli import assert_refused, egrl_train
+from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
 from tests.test_screening import TINY_POLICY, read_metrics, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -131,11 +131,13 @@ def test_agents_without_a_critic_refuse_it():
         make_agent(make_env("nnpi", "resnet18"), config({"name": "ea", "use_learner": False}, 10))
 
 
-@pytest.mark.parametrize("agent", ["ea", "random"])
-def test_the_command_line_refuses_a_critic_screen_without_a_critic(tmp_path, agent):
-    out = egrl_train(
-        "workload=resnet18", "budget=20", f"agent={agent}", "screen=critic", cwd=tmp_path
-    )
+@pytest.mark.parametrize(
+    ("agent", "train"),
+    [("ea", egrl_train), ("random", egrl_train_in_process)],
+    ids=["ea", "random-in-process"],
+)
+def test_the_command_line_refuses_a_critic_screen_without_a_critic(tmp_path, agent, train):
+    out = train("workload=resnet18", "budget=20", f"agent={agent}", "screen=critic", cwd=tmp_path)
     line = f"screen=critic is invalid: agent '{agent}' has no critic (agents with one: egrl, pg)"
     assert_refused(out, line)
     assert list(tmp_path.iterdir()) == []

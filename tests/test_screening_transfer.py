@@ -20,7 +20,7 @@ from egrl.screening.features import Featurizer, choice_shares
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import spearman
 from hwmodels.external import NNPI_HEADS
-from tests.test_cli import assert_refused, egrl_train
+from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -99,10 +99,10 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
         f"screen.init_from={missing} is invalid: no such directory",
     )
     other = earlier_run(tmp_path / "mcm", "resnet18", hwmodel="mcm", budget=10)
-    out = egrl_train(*args, f"screen.init_from={other}", cwd=tmp_path)
+    out = egrl_train_in_process(*args, f"screen.init_from={other}", cwd=tmp_path)
     assert out.returncode == 2 and "that run's hwmodel is" in out.stderr
     assert_refused(
-        egrl_train(*args, "screen.prior=bogus", cwd=tmp_path),
+        egrl_train_in_process(*args, "screen.prior=bogus", cwd=tmp_path),
         "screen.prior=bogus is invalid: expected one of nnpi or null",
     )
 
