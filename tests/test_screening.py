@@ -305,14 +305,20 @@ def test_an_unknown_screen_is_refused_before_any_directory(tmp_path):
         ("screen.pool=0", "screen.pool=0 is invalid: expected an integer >= 1"),
         ("screen.explore=1.5", "screen.explore=1.5 is invalid: expected a number in [0, 1)"),
         ("screen.warmup=-1", "screen.warmup=-1 is invalid: expected an integer >= 0"),
-        (
-            "agent=greedy-dp",
-            "screen=forest is invalid: agent 'greedy-dp' does not screen its proposals "
-            "(agents that do: ea, egrl, ga, pg, random, sa)",
-        ),
     ],
 )
 def test_bad_screen_options_are_refused_before_any_directory(tmp_path, override, line):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", override]
     assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_agent_that_does_not_screen_refuses_a_screen(tmp_path):
+    """A real process: the line names the agents registered there (tests register more)."""
+    args = ["workload=resnet18", "budget=20", "agent=greedy-dp", "screen=forest"]
+    line = (
+        "screen=forest is invalid: agent 'greedy-dp' does not screen its proposals "
+        "(agents that do: ea, egrl, ga, pg, random, sa)"
+    )
+    assert_refused(egrl_train(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
