@@ -30,7 +30,6 @@ import numpy as np
 from omegaconf import DictConfig
 
 from egrl.aggregate.curves import common_grid, mean_band, step_values
-from egrl.aggregate.optimum import optimum_speedups
 from egrl.rundir import RunDir
 from egrl.runs import Run, collect_runs
 from studies.render import markdown_table, pyplot, reproduce, save_figure
@@ -42,6 +41,7 @@ from studies.stats import (
     format_share,
     mann_whitney,
     samples_to_level,
+    solver_optimum,
 )
 
 log = logging.getLogger(__name__)
@@ -179,11 +179,9 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
     if not runs:
         log.warning("%s: no finished run", problem)
         return None
-    opt = optimum_speedups(runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s)
-    info = opt.get(runs[0].workload)
-    proven = bool(info and info.proven)
+    solved, proven = solver_optimum(runs, out / problem, cfg.optimum_time_s)
     finals = [r.final_speedup for r in runs]
-    optimum, _ = best_known(info.speedup if info is not None else None, proven, finals)
+    optimum, _ = best_known(solved, proven, finals)
     budget = max(r.budget for r in runs)
     summary = {v: variant_result(v, rs, optimum, budget) for v, rs in by_variant.items() if rs}
     tests = {}

@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from egrl.aggregate.optimum import optimum_speedups
 from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
@@ -49,6 +48,7 @@ from studies.stats import (
     mann_whitney,
     median_range,
     samples_to_level,
+    solver_optimum,
 )
 
 log = logging.getLogger(__name__)
@@ -222,10 +222,7 @@ def finished_runs(root: Path, budget: int, notes: list[str]) -> list[Run]:
 
 def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> tuple[float, str]:
     """The problem's reference: the proven optimum, else the best known value."""
-    opt = optimum_speedups(runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s)
-    info = opt.get(runs[0].workload)
-    optimum = info.speedup if info is not None else None
-    proven = bool(info is not None and info.proven)
+    optimum, proven = solver_optimum(runs, out / problem, cfg.optimum_time_s)
     return best_known(optimum, proven, [r.final_speedup for r in runs])
 
 

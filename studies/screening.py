@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from egrl.aggregate.optimum import optimum_by_target
 from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies.render import markdown_table, plot_median_curves, reproduce
@@ -53,6 +52,7 @@ from studies.stats import (
     format_samples,
     median_range,
     samples_to_level,
+    solver_optimum,
 )
 
 log = logging.getLogger(__name__)
@@ -224,18 +224,7 @@ def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> t
     """The problem's reference: the proven optimum, else the best known value."""
     optimum, proven = None, False
     if problem not in (cfg.get("no_optimum") or []):
-        try:
-            found = optimum_by_target(
-                runs, cache_dir=out / problem, time_limit_s=cfg.optimum_time_s
-            )
-        except RuntimeError as exc:  # the solver found no map in its time
-            log.warning("%s: no optimum (%s); the best known value instead", problem, exc)
-            found = {}
-        # one optimum per target key; mcm's keys hold the run's seed (its repair's draws),
-        # which the cost model's optimum does not depend on: the best proven answer serves
-        infos = sorted(found.values(), key=lambda i: (bool(i.proven), i.speedup))
-        if infos:
-            optimum, proven = infos[-1].speedup, bool(infos[-1].proven)
+        optimum, proven = solver_optimum(runs, out / problem, cfg.optimum_time_s)
     return best_known(optimum, proven, [r.final_speedup for r in runs])
 
 

@@ -7,6 +7,7 @@
 - :func:`mann_whitney` and :func:`first_share`: the significance test between two agents
   over seeds, and the share of pairs where the first got there first; :func:`compare`: both;
 - :func:`best_known`: the value a share of the optimum divides by (proven, else best known);
+  :func:`solver_optimum`: the solver's answer for a problem's runs;
 - :func:`mean_std`, :func:`format_mean_std`, :func:`median_range`, :func:`geomean`: mean and
   spread over seeds; :func:`format_share`: a share over seeds as a percentage.
 """
@@ -147,3 +148,25 @@ def geomean(values: Sequence[float]) -> float:
     if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
         return math.nan
     return float(np.exp(np.log(a).mean()))
+
+
+def solver_optimum(runs: Sequence, cache_dir, time_limit_s: float) -> tuple[float | None, bool]:
+    """The solver's optimum speedup of the runs of one problem and whether it is proven
+    (``(None, False)`` when it found no map in its time).
+
+    Runs of one problem share one cost model, but their target keys may differ in a
+    parameter the optimum ignores: mcm's ``hwmodel.params.seed`` is the run's seed (its
+    repair's draws). Each key is solved (or read from ``cache_dir``'s ``optimum.json``)
+    and the best proven answer serves, else the best unproven one.
+    """
+    import logging
+
+    from egrl.aggregate.optimum import optimum_by_target
+
+    try:
+        found = optimum_by_target(runs, cache_dir=cache_dir, time_limit_s=time_limit_s)
+    except RuntimeError as exc:  # the solver found no map in its time
+        logging.getLogger(__name__).warning("no optimum (%s); the best known value instead", exc)
+        return None, False
+    infos = sorted(found.values(), key=lambda i: (bool(i.proven), i.speedup))
+    return (infos[-1].speedup, bool(infos[-1].proven)) if infos else (None, False)
