@@ -54,6 +54,18 @@ def run_config(agent: dict, budget: int, screen: dict, seed: int = 0, **keys):
     )
 
 
+def assert_resumes_identically(reference: Path, resumed: Path, cfg, after: int) -> None:
+    """A run on resnet18 resumed from the middle checkpoint of ``reference`` (past
+    ``after`` paid maps, before the budget) writes the same ``metrics.csv``."""
+    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
+    middle = ckpts[len(ckpts) // 2]
+    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
+    again = make_agent(make_env("nnpi", "resnet18"), cfg, resumed)
+    assert again.resume() and after < again.iterations < cfg.budget
+    again.run()
+    assert read_metrics(resumed) == read_metrics(reference)
+
+
 def config(agent: dict, budget: int, seed: int = 0, **screen):
     """A run on resnet18 with a forest screen (small pool, warmup and forest)."""
     screen = {"name": "forest", "pool": 3, "explore": 0.25, "warmup": 12, "trees": 16, **screen}
@@ -234,14 +246,7 @@ def test_screening_runs_log_the_model_and_resume_identically(agent, budget, tmp_
         quality = np.array([float(r[column]) for r in rows])
         assert np.isnan(quality[0]) and np.isfinite(quality).sum() >= len(rows) // 2
 
-    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
-    middle = ckpts[len(ckpts) // 2]
-    resumed = tmp_path / "resumed"
-    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
-    again = make_agent(make_env("nnpi", "resnet18"), config(agent, budget), resumed)
-    assert again.resume() and 12 < again.iterations < budget
-    again.run()
-    assert read_metrics(resumed) == read_metrics(reference)
+    assert_resumes_identically(reference, tmp_path / "resumed", config(agent, budget), 12)
 
 
 @pytest.mark.parametrize(

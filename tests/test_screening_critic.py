@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
@@ -20,7 +18,12 @@ from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman
 from egrl.validation import ConfigError
 from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
-from tests.test_screening import TINY_POLICY, read_metrics, run_config
+from tests.test_screening import (
+    TINY_POLICY,
+    assert_resumes_identically,
+    read_metrics,
+    run_config,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -116,14 +119,7 @@ def test_critic_screened_runs_log_the_model_and_resume_identically(agent, budget
     # no model until the learner has trained; then it ranks the generations' paid maps
     assert np.isnan(quality[0]) and np.isfinite(quality).sum() >= 3
 
-    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
-    middle = ckpts[len(ckpts) // 2]
-    resumed = tmp_path / "resumed"
-    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
-    again = make_agent(make_env("nnpi", "resnet18"), config(agent, budget), resumed)
-    assert again.resume() and 12 < again.iterations < budget
-    again.run()
-    assert read_metrics(resumed) == read_metrics(reference)
+    assert_resumes_identically(reference, tmp_path / "resumed", config(agent, budget), 12)
 
 
 def test_agents_without_a_critic_refuse_it():

@@ -6,7 +6,6 @@ with ``agent.start`` and with ``init_from``."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ from egrl.agents import make_agent
 from egrl.agents.base import SCREEN_TIMING_COLUMN, TIMING_COLUMNS
 from egrl.runtime import LocalRuntime, RuntimeConfig, TargetSpec
 from egrl.screening.screen import spearman
-from tests.test_screening import read_metrics, run_config
+from tests.test_screening import assert_resumes_identically, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -211,14 +210,7 @@ def test_screening_runs_from_a_trained_policy_and_resume_identically(trained, sc
     reference = tmp_path / "reference"
     agent = run(cfg, run_dir=reference)
     assert_screen_saw_the_paid_maps(agent)
-    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
-    middle = ckpts[len(ckpts) // 2]
-    resumed = tmp_path / "resumed"
-    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
-    again = make_agent(make_env("nnpi", WORKLOAD), cfg, resumed)
-    assert again.resume() and 10 < again.iterations < 40
-    again.run()
-    assert read_metrics(resumed) == read_metrics(reference)
+    assert_resumes_identically(reference, tmp_path / "resumed", cfg, 10)
 
 
 def test_a_trained_policy_and_a_start_map_together(trained):
