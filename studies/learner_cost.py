@@ -67,6 +67,11 @@ def budget_of(cfg: DictConfig, problem: str) -> int:
     return int((cfg.get("budgets") or {}).get(problem, cfg.budget))
 
 
+def variants_of(cfg: DictConfig, problem: str) -> list[str]:
+    """A problem's variants: its own (``problem_variants``), else ``variants``."""
+    return list((cfg.get("problem_variants") or {}).get(problem, cfg.variants))
+
+
 def check(cfg: DictConfig) -> None:
     """Every named problem and variant has its overrides; seeds and budgets >= 1."""
     if int(cfg.seeds) < 1:
@@ -79,7 +84,7 @@ def check(cfg: DictConfig) -> None:
             )
     for kind, names, table in (
         ("problem", cfg.problems, cfg.problem_overrides),
-        ("variant", cfg.variants, cfg.variant_overrides),
+        ("variant", [v for p in cfg.problems for v in variants_of(cfg, p)], cfg.variant_overrides),
     ):
         for name in names:
             if name not in table:
@@ -91,7 +96,7 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
     check(cfg)
     specs = []
     for problem in cfg.problems:
-        for variant in cfg.variants:
+        for variant in variants_of(cfg, problem):
             overrides = (
                 *cfg.problem_overrides[problem],
                 *cfg.variant_overrides[variant],
@@ -229,7 +234,9 @@ def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> t
 def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | None:
     """Every variant on ``problem``; None when it has no finished run."""
     budget, notes = budget_of(cfg, problem), []
-    by_variant = {v: finished_runs(out / group(problem, v), budget, notes) for v in cfg.variants}
+    by_variant = {
+        v: finished_runs(out / group(problem, v), budget, notes) for v in variants_of(cfg, problem)
+    }
     runs = [r for rs in by_variant.values() for r in rs]
     if not runs:
         log.warning("%s: no finished run", problem)

@@ -26,6 +26,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +50,7 @@ DEFAULTS = {
     "page": "docs/results.md",
     "figures": None,  # None: a folder "figures" beside the page
     "launcher": ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"],
+    "groups_at_once": 1,  # groups launched side by side (each with the launcher's n_jobs)
     "overrides": ["threads=1", "progress=false"],
     "set": [],  # more overrides for every run, typed as set='[key=value,...]'
 }
@@ -228,7 +230,9 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
     """Run the unfinished ``specs``; returns how many groups (or commands) failed.
 
     Commands run first, in order; a run whose ``after`` has not finished is skipped with
-    a warning.
+    a warning. The groups run ``groups_at_once`` at a time (the plan's; 1: one after the
+    other): with ``n_jobs`` runs per group, a group's last seeds leave no core idle while
+    the next group waits.
     """
     specs = list(specs)
     failures = sum(run_command(out, s) for s in specs if isinstance(s, CommandSpec))
@@ -240,14 +244,26 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
             log.warning("%s skipped: %s, which it needs, has not finished", spec.path, spec.after)
             continue
         groups.setdefault((spec.group, spec.overrides), []).append(spec.seed)
-    for (group, overrides), seeds in groups.items():
-        cmd = train_command(cfg, out, group, seeds, overrides)
-        log.info("launching %s", " ".join(shlex.quote(c) for c in cmd))
-        status = subprocess.run(cmd, check=False).returncode
-        if status != 0:
-            log.warning("%s: egrl-train -m exited with status %d; some runs failed", group, status)
-            failures += 1
+    commands = [
+        (group, train_command(cfg, out, group, seeds, overrides))
+        for (group, overrides), seeds in groups.items()
+    ]
+    at_once = int(cfg.get("groups_at_once", 1))
+    if at_once < 1:
+        raise StudyError(f"groups_at_once={at_once} is invalid: expected >= 1")
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        failures += sum(pool.map(lambda gc: launch_group(*gc), commands))
     return failures
+
+
+def launch_group(group: str, cmd: Sequence[str]) -> int:
+    """Run one group's ``egrl-train -m`` command; returns 1 if it failed, else 0."""
+    log.info("launching %s", " ".join(shlex.quote(c) for c in cmd))
+    status = subprocess.run(list(cmd), check=False).returncode
+    if status != 0:
+        log.warning("%s: egrl-train -m exited with status %d; some runs failed", group, status)
+        return 1
+    return 0
 
 
 # ------------------------------------------------------------------ the page

@@ -126,7 +126,8 @@ def test_report_summary_target_and_figure(study, tmp_path):
 def test_plan_gives_each_problem_its_budget_and_every_variant_its_overrides(tmp_path):
     cfg = runner.load_plan("learner-cost", [f"out={tmp_path}"])
     (stage,) = learner_cost.plan(cfg, tmp_path)
-    assert len(stage) == len(cfg.problems) * len(cfg.variants) * cfg.seeds == 4 * 8 * 5
+    # the three short problems run every variant, resnet50 at 4,000 all but two
+    assert len(stage) == (3 * 9 + 7) * cfg.seeds == 34 * 5
     budgets = {s.group.split("/")[0]: s.overrides[-1] for s in stage}
     assert budgets == {
         "nnpi-resnet101": "budget=400",
@@ -143,7 +144,13 @@ def test_plan_gives_each_problem_its_budget_and_every_variant_its_overrides(tmp_
         "learner.gradient_ratio=0.25",
         "budget=4000",
     )
-    assert "screen=critic" in by_group["nnpi-resnet50/screen-critic"]
+    assert "screen=critic" in by_group["nnpi-resnet101/screen-critic"]
+    assert "nnpi-resnet50/screen-critic" not in by_group
+    assert by_group["nnpi-resnet50/gr0.25-small"][-4:-1] == (
+        "learner.gradient_ratio=0.25",
+        "learner.critic_hidden=32",
+        "learner.critic_depth=2",
+    )
     assert by_group["nnpi-resnet50/ea"][2:] == ("agent=ea", "budget=4000")
     assert {s.path for s in stage} >= {"nnpi-resnet50/egrl/seed4", "nnpi-resnet101/ea/seed0"}
 

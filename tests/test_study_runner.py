@@ -85,6 +85,29 @@ def test_run_skips_finished_runs_and_writes_the_section(tmp_path, monkeypatch):
     assert all("hydra/launcher=parallel" in c and "continue_runs=true" in c for c in launched)
 
 
+def test_groups_at_once_launches_groups_side_by_side(tmp_path, monkeypatch):
+    """With groups_at_once=2, the second group starts while the first still runs; a
+    failed group is counted once; groups_at_once=0 is refused."""
+    import threading
+
+    started, release = [], threading.Event()
+
+    def fake_run(cmd, check):
+        started.append(next(a for a in cmd if a.startswith("agent=")))
+        if len(started) == 2:
+            release.set()
+        assert release.wait(timeout=30), "the groups ran one after the other"
+        return subprocess.CompletedProcess(cmd, 1 if "agent=sa" in cmd else 0)
+
+    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    cfg = runner.load_plan(str(plan_file(tmp_path)), ["agents=[random,sa]", "groups_at_once=2"])
+    assert runner.run_stages(cfg, tmp_path / "out") == 1
+    assert sorted(started) == ["agent=random", "agent=sa"]  # the second stage waits on seed0
+    cfg = runner.load_plan(str(plan_file(tmp_path)), ["groups_at_once=0"])
+    with pytest.raises(runner.StudyError, match="groups_at_once=0 is invalid"):
+        runner.run_stages(cfg, tmp_path / "out")
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
