@@ -13,11 +13,13 @@ iterations, end to end: iterations per second with the local runtime and with Ra
 (c) EGRL on the sleep-bound chip with ``--overlap-workers`` Ray workers for
 ``--overlap-budget`` paid maps, with ``agent.overlap`` off (the learner waits for every
 answer of a generation) and on (it updates while maps are in flight, as in CERL): wall
-time, the time spent waiting for answers and the learner's time.
+time, the time spent waiting for answers and the learner's time, for each learner preset
+of ``--overlap-learners`` (``configs/learner/NAME.yaml``; ``sac``: today's defaults).
 
     python benchmarks/ray_throughput.py            # writes benchmarks/results/ray_throughput.json
     python benchmarks/ray_throughput.py --workers 1,8 --generations 1 --nnpi-budget 100
     python benchmarks/ray_throughput.py --only overlap   # (c) alone, merged into the JSON
+    python benchmarks/ray_throughput.py --only overlap --overlap-learners sac,sac-table2
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import torch  # noqa: E402
 
 from egrl import make_env  # noqa: E402
 from egrl.agents import make_agent  # noqa: E402
-from egrl.config import AgentConfig, TrainConfig  # noqa: E402
+from egrl.config import AgentConfig, LearnerConfig, TrainConfig, from_mapping  # noqa: E402
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime  # noqa: E402
 
 log = logging.getLogger("ray_throughput")
@@ -130,18 +132,27 @@ def nnpi_ea(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def learner_preset(name: str) -> LearnerConfig:
+    """The learner of ``configs/learner/NAME.yaml`` (``sac``: today's defaults)."""
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "learner" / f"{name}.yaml"))
+    return from_mapping({"learner": values}).learner
+
+
 def egrl_overlap(args: argparse.Namespace) -> list[dict]:
     """(c): EGRL on the sleep-bound chip, the learner overlapping the measurements or not."""
     torch.set_num_threads(1)
     params = {"command": [sys.executable, str(CHIP), "--seconds", str(args.seconds)]}
     rows = []
-    for overlap in (False, True):
+    for learner, overlap in [(n, o) for n in args.overlap_learners for o in (False, True)]:
         env = make_env("external", args.workload, **params)
         cfg = TrainConfig(
             seed=0,
             budget=args.overlap_budget,
             progress=False,
             agent=AgentConfig("egrl", options={"overlap": overlap}),
+            learner=learner_preset(learner),
         )
         config = RuntimeConfig(
             name="ray", workers=args.overlap_workers, start_timeout_s=args.start_timeout
@@ -150,6 +161,7 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
         totals = agent.timer.totals
         rows.append(
             {
+                "learner": learner,
                 "overlap": overlap,
                 "workers": args.overlap_workers,
                 "iterations": agent.iterations,
@@ -164,7 +176,12 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
             }
         )
         log.info(
-            "egrl overlap=%s: %.1f s wall, %.1f s waiting", overlap, wall, totals["evaluation"]
+            "egrl learner=%s overlap=%s: %.1f s wall, %.1f s waiting, %.1f s learner",
+            learner,
+            overlap,
+            wall,
+            totals["evaluation"],
+            totals["learner"],
         )
     return rows
 
@@ -182,6 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overlap-budget", type=int, default=200, help="paid maps of (c)")
     parser.add_argument("--overlap-workers", type=int, default=4, help="Ray pool size of (c)")
     parser.add_argument(
+        "--overlap-learners", default="sac", help="learner presets of (c) (configs/learner/)"
+    )
+    parser.add_argument(
         "--only", choices=("sleep", "nnpi", "overlap"), help="run one part, merged into --out"
     )
     parser.add_argument("--start-timeout", type=float, default=1800.0, help="actor start-up limit")
@@ -189,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.workers = [int(w) for w in args.workers.split(",")]
     args.nnpi_workers = [int(w) for w in args.nnpi_workers.split(",")]
+    args.overlap_learners = args.overlap_learners.split(",")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     import ray
