@@ -110,12 +110,30 @@ class NumpyMLP:
                 x = np.maximum(x, 0.0)
         return x
 
+    def batch(self, x: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:
+        """The MLP of each row of ``x [B, in]``, ``[B, out]``; ``first`` (``[B, hidden]``),
+        if given, is added to the first layer's pre-activation row by row.
+
+        The same operations in the same order as :meth:`__call__` (``x @ w.T`` over the
+        weights as stored): at ``B = 1`` NumPy hands both to the same BLAS matrix-vector
+        product and the results are bit for bit the same; at ``B > 1`` a matrix product
+        may round the last bit differently."""
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            x = x @ w.T + b
+            if i == 0 and first is not None:
+                x = x + first
+            if i < len(self.weights) - 1:
+                x = np.maximum(x, 0.0)
+        return x
+
 
 class NumpyHeads:
-    """Dynamics and prediction of a :class:`MuZeroNet`, frozen into NumPy (one sample).
+    """Dynamics and prediction of a :class:`MuZeroNet`, frozen into NumPy: one sample
+    (:meth:`dynamics`, :meth:`predict`) or a batch (:meth:`dynamics_batch`,
+    :meth:`predict_batch`, for the batched search of :mod:`~egrl.agents.muzero.batched`).
 
-    The latent state is float64 ``[latent]``; an action enters the dynamics as the column
-    of the first layer that its one-hot input selects.
+    The latent state is float64 ``[latent]`` (``[B, latent]`` in a batch); an action
+    enters the dynamics as the column of the first layer that its one-hot input selects.
     """
 
     def __init__(self, net: MuZeroNet) -> None:
@@ -141,3 +159,16 @@ class NumpyHeads:
     def predict(self, s: np.ndarray) -> tuple[np.ndarray, float]:
         """``(policy logits [3], value)`` of ``s [latent]``."""
         return self.policy(s), float(self.value(s)[0])
+
+    def dynamics_batch(self, s: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(next latent states [B, latent], rewards [B])`` of ``s [B, latent]`` and
+        int ``actions [B]`` (row by row what :meth:`dynamics` computes)."""
+        nxt = self.state.batch(s, first=self.action_cols[0][actions])
+        lo = nxt.min(axis=1, keepdims=True)
+        hi = nxt.max(axis=1, keepdims=True)
+        nxt = (nxt - lo) / np.maximum(hi - lo, 1e-5)
+        return nxt, self.reward.batch(s, first=self.action_cols[1][actions])[:, 0]
+
+    def predict_batch(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(policy logits [B, 3], values [B])`` of ``s [B, latent]``."""
+        return self.policy.batch(s), self.value.batch(s)[:, 0]
