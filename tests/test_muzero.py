@@ -212,20 +212,18 @@ def small_env(seed: int = 2):
     )
 
 
-@pytest.mark.parametrize("dynamics", ["learned", "true"])
+@pytest.mark.parametrize(("dynamics", "parallel"), [("learned", 1), ("true", 1), ("learned", 2)])
 def test_every_self_play_game_is_paid_and_its_targets_are_visit_counts(
-    dynamics, tmp_path, one_thread
+    dynamics, parallel, tmp_path, one_thread
 ):
     env = small_env()
-    agent = make_agent(
-        env,
-        config("muzero", budget=3, dynamics=dynamics, simulations=5, batch_size=8, **SMALL),
-        tmp_path,
-    )
+    opts = dict(dynamics=dynamics, simulations=5, batch_size=8, parallel_games=parallel)
+    agent = make_agent(env, config("muzero", budget=3, **opts, **SMALL), tmp_path)
     best = agent.run()
     assert agent.iterations == agent.games == 3 and env.num_evaluations <= 3
     rows = read_metrics(tmp_path)
-    assert [int(r["games"]) for r in rows] == [1, 2, 3]
+    # parallel games per generation, fewer where the budget has fewer left
+    assert [int(r["games"]) for r in rows] == {1: [1, 2, 3], 2: [2, 3]}[parallel]
     assert all(int(r["train_steps"]) > 0 for r in rows)
     game = agent.replay.games[-1]
     searched = game["policies"].max(axis=1) < 1
@@ -238,8 +236,9 @@ def test_every_self_play_game_is_paid_and_its_targets_are_visit_counts(
     assert float(rows[-1]["best_norm_return"]) == pytest.approx(agent.best_return / agent.bound)
 
 
-def test_a_resumed_run_continues_exactly(tmp_path, one_thread):
-    opts = dict(simulations=4, batch_size=8, **SMALL)
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_resumed_run_continues_exactly(parallel, tmp_path, one_thread):
+    opts = dict(simulations=4, batch_size=8, parallel_games=parallel, **SMALL)
     whole = make_agent(small_env(), config("muzero", budget=4, **opts), tmp_path / "whole")
     whole.run()
     first = make_agent(small_env(), config("muzero", budget=2, **opts), tmp_path / "cut")

@@ -6,10 +6,15 @@ states) and seeds; a batch of games gets each game the visits it gets searched a
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
+import torch
 
-from egrl.agents.muzero import SearchConfig, TrueModel, search
+from egrl.agents.muzero import MuZeroAgent, SearchConfig, TrueModel, search
+from egrl.agents.muzero.agent import AUTO_PARALLEL_GAMES
 from egrl.agents.muzero.batched import (
     LearnedBatch,
     TrueBatch,
@@ -21,7 +26,8 @@ from egrl.agents.muzero.mcts import Expansion, LearnedModel, masked_softmax, rep
 from egrl.agents.muzero.networks import NumpyHeads
 from egrl.agents.tpu_game import return_bound
 from hwmodels.tpu import Game, Program
-from tests.test_muzero import net_for
+from tests.test_cli import assert_refused, egrl_train_in_process, read_metrics
+from tests.test_muzero import SMALL, config, net_for, small_env, untimed
 from tests.test_tpu_game import random_program
 
 DYNAMICS = ("learned", "true")
@@ -161,3 +167,121 @@ def test_batched_heads_and_softmax_match_the_one_sample_ones(one_thread):
     s1, r1 = heads.dynamics_batch(latents[:1], actions[:1])
     assert s1[0].tolist() == heads.dynamics(latents[0], 0)[0].tolist()
     assert float(r1[0]) == heads.dynamics(latents[0], 0)[1]
+
+
+# ------------------------------------------------------------- batched self-play
+class OneGameAgent(MuZeroAgent):
+    """The agent on the one-game reference path (:meth:`MuZeroAgent.play_game`)."""
+
+    def play_games(self, count: int, temperature: float):
+        assert count == 1
+        return [self.play_game(temperature)]
+
+
+def run_agent(cls, run_dir, budget: int = 4, **options) -> MuZeroAgent:
+    opts = dict(simulations=6, batch_size=8, updates_per_move=0.3, **SMALL)
+    agent = cls(small_env(), config("muzero", budget=budget, **{**opts, **options}), run_dir)
+    agent.run()
+    return agent
+
+
+@pytest.mark.parametrize("dynamics", DYNAMICS)
+def test_one_parallel_game_plays_exactly_as_the_one_game_reference(dynamics, tmp_path, one_thread):
+    """parallel_games=1: the same moves, targets, rng draws and learning as one game at a
+    time through mcts.search (noise and temperature sampling on)."""
+    batched = run_agent(MuZeroAgent, tmp_path / "batched", dynamics=dynamics, parallel_games=1)
+    reference = run_agent(OneGameAgent, tmp_path / "reference", dynamics=dynamics, parallel_games=1)
+    assert untimed(tmp_path / "batched") == untimed(tmp_path / "reference")
+    rows = read_metrics(tmp_path / "batched")
+    assert len(rows) == 4 and all(int(r["searched_moves"]) > 0 for r in rows)
+    assert batched.best_actions.tolist() == reference.best_actions.tolist()
+    assert len(batched.replay.games) == len(reference.replay.games) == 4
+    for mine, ref in zip(batched.replay.games, reference.replay.games):
+        assert mine.keys() == ref.keys()
+        for key in mine:
+            assert np.array_equal(mine[key], ref[key]), key
+    for key, value in batched.net.state_dict().items():
+        assert torch.equal(value, reference.net.state_dict()[key]), key
+    assert batched.rng.bit_generator.state == reference.rng.bit_generator.state
+
+
+def test_parallel_games_are_paid_stored_and_learnt_from_together(tmp_path, one_thread):
+    agent = run_agent(MuZeroAgent, tmp_path, budget=6, parallel_games=3, simulations=5)
+    rows = read_metrics(tmp_path)
+    assert [int(r["games"]) for r in rows] == [3, 6] and agent.iterations == 6
+    assert len(agent.replay.games) == 6
+    moves = [len(g["actions"]) for g in agent.replay.games]
+    assert int(rows[0]["moves"]) == sum(moves[:3]) and int(rows[1]["moves"]) == sum(moves[3:])
+    # 0.3 training steps per move played, after each generation
+    assert int(rows[0]["train_steps"]) == math.ceil(0.3 * sum(moves[:3]))
+    assert int(rows[-1]["train_steps"]) == agent.train_steps
+    for game in agent.replay.games:  # searched moves' targets: visits of 5 simulations
+        counts = game["policies"] * 5
+        np.testing.assert_allclose(counts, np.round(counts), atol=1e-5)
+    best = max(range(6), key=lambda i: float(agent.replay.games[i]["rewards"].sum()))
+    replayed = Game(agent.program).play(agent.best_actions, repair=False)
+    assert replayed.ret == pytest.approx(agent.best_return)
+    assert agent.best_return == pytest.approx(
+        float(agent.replay.games[best]["rewards"].sum()) * agent.bound, rel=1e-5
+    )
+
+
+def test_games_the_deadline_cuts_are_neither_paid_nor_stored(one_thread):
+    agent = MuZeroAgent(small_env(), config("muzero", budget=9, simulations=2, **SMALL))
+    agent.options = dataclasses.replace(agent.options, parallel_games=3)
+    agent.parallel_games = 3
+    calls = []
+
+    def past_deadline() -> bool:  # passes after five moves of the three games
+        calls.append(1)
+        if len(calls) > 5:
+            agent.stop_reason = "wall-clock deadline reached"
+        return len(calls) > 5
+
+    agent.past_deadline = past_deadline
+    agent.run()
+    assert agent.iterations == agent.games == 0 and agent.train_steps == 0
+    assert not agent.replay.games and agent.generation == 1
+    assert agent.rows[0]["moves"] == 15  # five moves of each game, played and dropped
+
+
+def test_auto_plays_as_many_games_as_the_replay_buffer_holds(one_thread):
+    env = small_env()
+    n = env.target.program.num_buffers
+    assert MuZeroAgent(env, config("muzero", **SMALL)).parallel_games == AUTO_PARALLEL_GAMES
+    small = MuZeroAgent(env, config("muzero", replay_size=3 * n + 1, **SMALL))
+    assert small.parallel_games == 3
+    tiny = MuZeroAgent(env, config("muzero", replay_size=n - 1, **SMALL))
+    assert tiny.parallel_games == 1  # one game is always kept whole
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("agent.parallel_games=0",),
+            "agent 'muzero': option parallel_games must be an integer >= 1 or 'auto', got 0",
+        ),
+        (
+            ("agent.parallel_games=many",),
+            "agent 'muzero': option parallel_games must be an integer >= 1 or 'auto', got 'many'",
+        ),
+        (
+            ("agent.parallel_games=14", "agent.replay_size=1000"),
+            "agent 'muzero': option parallel_games=14: 14 games of the program's 75 buffers "
+            "do not fit in replay_size=1000 positions (at most 13)",
+        ),
+        (
+            ("hwmodel=nnpi", "agent.parallel_games=8"),
+            "agent=muzero is invalid: agent 'muzero' plays the TPU memory-mapping game and "
+            "needs hwmodel=tpu-cmem; got a NNPITarget target",
+        ),
+    ],
+)
+def test_bad_parallel_games_are_refused_in_one_line(args, line, tmp_path):
+    """agent.parallel_games=0, a count whose games do not fit in the replay buffer, and
+    the planner on a target that is not the game: exit status 2, nothing made."""
+    common = ("hwmodel=tpu-cmem", "workload=resnet18", "agent=muzero", "budget=10")
+    out = egrl_train_in_process(*common, *args, cwd=tmp_path)
+    assert_refused(out, line)
+    assert list(tmp_path.iterdir()) == []

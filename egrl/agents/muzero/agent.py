@@ -1,17 +1,21 @@
 """``agent=muzero``: the MuZero-style planning agent on the TPU memory-mapping game.
 
-Each generation plays one self-play game: at every buffer with more than one legal
-action, a tree search (:mod:`~egrl.agents.muzero.mcts`) from the current state, with
-Dirichlet noise at the root; the move is drawn from the root's visit counts raised to
-``1 / temperature``, and the visit distribution is kept as the policy target. A buffer
-with a single legal action is played at once (``search_forced=false``; its target is
-that action). The finished game is paid as one measured layout
-(:class:`~egrl.agents.tpu_game.GameAgent`), stored in the replay buffer
-(:mod:`~egrl.agents.muzero.replay`), and the networks
+Each generation plays ``parallel_games`` self-play games side by side, move by move:
+at every move, the games at a buffer with more than one legal action are searched
+together (:func:`~egrl.agents.muzero.batched.batched_search`: one batched pUCT search
+from their current states, with Dirichlet noise at the roots); each game's move is
+drawn from its root's visit counts raised to ``1 / temperature``, and the visit
+distribution is kept as the policy target. A buffer with a single legal action is
+played at once (``search_forced=false``; its target is that action). The roots'
+representations are one batched torch call for all games. Each finished game is paid
+as one measured layout (:class:`~egrl.agents.tpu_game.GameAgent`) and stored in the
+replay buffer (:mod:`~egrl.agents.muzero.replay`); then the networks
 (:mod:`~egrl.agents.muzero.networks`) take ``updates_per_move`` Adam steps per move
-played (at most ``max_updates_per_game``) on batches of ``unroll_steps``-step unrolls:
-policy cross-entropy against the visit counts, squared error of the value against the
-``td_steps``-step return and of the reward.
+played (at most ``max_updates_per_game`` per game) on batches of ``unroll_steps``-step
+unrolls: policy cross-entropy against the visit counts, squared error of the value
+against the ``td_steps``-step return and of the reward. With ``parallel_games=1`` this
+is one game at a time, move for move what :meth:`MuZeroAgent.play_game` (the one-game
+reference on :func:`~egrl.agents.muzero.mcts.search`) plays.
 
 ``dynamics=learned`` plans with the learned dynamics (MuZero); ``dynamics=true`` with the
 game itself (snapshot / restore: AlphaZero-style, the paper's ablation with the true
@@ -28,8 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from egrl.agents import register_agent
+from egrl.agents.muzero.batched import LearnedBatch, TrueBatch, batched_search, represent_batch
 from egrl.agents.muzero.encode import Encoder, EncoderSpec
 from egrl.agents.muzero.mcts import LearnedModel, SearchConfig, TrueModel, represent, search
 from egrl.agents.muzero.networks import MuZeroNet, NumpyHeads
@@ -42,6 +48,9 @@ from hwmodels.tpu.game import Game
 
 #: planning models of ``agent.dynamics``
 DYNAMICS = ("learned", "true")
+#: games played side by side with ``parallel_games=auto`` where the replay buffer holds
+#: their positions (benchmarks/planner_speed.py)
+AUTO_PARALLEL_GAMES = 16
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,9 @@ class MuZeroOptions:
         unroll_steps: dynamics steps unrolled in training.
         updates_per_move, max_updates_per_game: training steps after each game.
         search_forced: also search where only one action is legal.
+        parallel_games: self-play games per generation, played side by side with one
+            batched search per move (an integer >= 1, or ``auto``: up to
+            :data:`AUTO_PARALLEL_GAMES`, as many as ``replay_size`` holds positions of).
         hidden, latent: network widths.
         k, same, grid, window, profile_bins, supply_window: the observation
             (:class:`~egrl.agents.muzero.encode.EncoderSpec`).
@@ -86,6 +98,7 @@ class MuZeroOptions:
     updates_per_move: float = 0.1
     max_updates_per_game: int = 500
     search_forced: bool = False
+    parallel_games: int | str = "auto"
     hidden: int = 128
     latent: int = 64
     k: int = 5
@@ -205,8 +218,29 @@ class MuZeroAgent(GameAgent):
             noise_fraction=o.noise_fraction,
         )
         self.replay = Replay(o.replay_size, o.td_steps, o.discount)
+        self.parallel_games = self.games_per_generation(o)
         self.train_steps = 0
         self.moves_played = 0
+
+    def games_per_generation(self, o: MuZeroOptions) -> int:
+        """``parallel_games`` resolved (``auto``) and checked: more than one game must fit
+        in the replay buffer, ``parallel_games x N <= replay_size`` (one game is always
+        kept whole)."""
+        n = self.program.num_buffers
+        g = o.parallel_games
+        if g == "auto":
+            return max(1, min(AUTO_PARALLEL_GAMES, o.replay_size // n))
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+            raise option_error(
+                self.name, f"option parallel_games must be an integer >= 1 or 'auto', got {g!r}"
+            )
+        if g > 1 and g * n > o.replay_size:
+            raise option_error(
+                self.name,
+                f"option parallel_games={g}: {g} games of the program's {n} buffers do not "
+                f"fit in replay_size={o.replay_size} positions (at most {o.replay_size // n})",
+            )
+        return g
 
     # ---------------------------------------------------------------- playing
     def temperature(self) -> float:
@@ -224,7 +258,8 @@ class MuZeroAgent(GameAgent):
 
     def play_game(self, temperature: float) -> tuple[Game, Trajectory, int]:
         """One self-play game: ``(game, trajectory, searched moves)``; the game is left
-        unfinished if the :attr:`deadline` passes."""
+        unfinished if the :attr:`deadline` passes. The one-game reference of
+        :meth:`play_games` (a search of :func:`~egrl.agents.muzero.mcts.search` per move)."""
         self.net.eval()
         self.heads = NumpyHeads(self.net)
         game = Game(self.program)
@@ -246,6 +281,59 @@ class MuZeroAgent(GameAgent):
             traj.add(vector, grid, action, step.reward / self.bound, policy, value)
         return game, traj, searched
 
+    def batch_model(self, games: list[Game], latents: np.ndarray, legal: np.ndarray):
+        """The batched planning model of ``dynamics`` at ``games``' current states
+        (``latents [B, latent]``, ``legal [B, 3]``)."""
+        if self.options.dynamics == "true":
+            return TrueBatch(self.net, self.heads, self.encoder, games, self.bound, latents, legal)
+        return LearnedBatch(self.heads, latents, legal, 1.0 / self.program.num_buffers)
+
+    def play_games(self, count: int, temperature: float) -> list[tuple[Game, Trajectory, int]]:
+        """``count`` self-play games side by side: ``(game, trajectory, searched moves)``
+        each. At every move the games still under way are encoded, represented in one
+        torch call, the ones with a choice searched together in one batched search; the
+        Dirichlet noise and the moves are drawn game by game in order. The games are left
+        unfinished if the :attr:`deadline` passes."""
+        self.net.eval()
+        self.heads = NumpyHeads(self.net)
+        games = [Game(self.program) for _ in range(count)]
+        trajs = [Trajectory() for _ in range(count)]
+        searched = [0] * count
+        while True:
+            live = [i for i, game in enumerate(games) if not game.done]
+            if not live or self.past_deadline():
+                break
+            obs = [self.encoder(games[i]) for i in live]
+            legal = np.stack([games[i].legal_actions() for i in live])
+            vectors = np.stack([v for v, _ in obs])
+            grids = np.stack([g for _, g in obs])
+            latents = represent_batch(self.net, vectors, grids)
+            policies = legal.astype(np.float64)
+            values = np.zeros(len(live))
+            actions = legal.argmax(axis=1)  # the legal action of a forced move
+            if self.options.search_forced:
+                chosen = np.arange(len(live))
+            else:
+                chosen = np.flatnonzero(legal.sum(axis=1) > 1)
+                forced = np.flatnonzero(legal.sum(axis=1) == 1)
+                if len(forced):
+                    values[forced] = self.heads.predict_batch(latents[forced])[1]
+            if len(chosen):
+                model = self.batch_model(
+                    [games[live[j]] for j in chosen], latents[chosen], legal[chosen]
+                )
+                result = batched_search(model, self.search_cfg, self.rng)
+                for k, j in enumerate(chosen.tolist()):
+                    one = result[k]
+                    policies[j], values[j] = one.policy, one.value
+                    actions[j] = select_action(one.visits, temperature, self.rng)
+                    searched[live[j]] += 1
+            for j, i in enumerate(live):
+                step = games[i].step(int(actions[j]))
+                reward = step.reward / self.bound
+                trajs[i].add(vectors[j], grids[j], int(actions[j]), reward, policies[j], values[j])
+        return list(zip(games, trajs, searched))
+
     # --------------------------------------------------------------- learning
     def train(self, updates: int) -> dict[str, float]:
         """``updates`` Adam steps on replay batches; the mean of each loss term."""
@@ -264,24 +352,36 @@ class MuZeroAgent(GameAgent):
 
     def step(self) -> dict:
         temp = self.temperature()
+        count = min(self.parallel_games, max(self.remaining, 1))  # no game past the budget
         start = time.perf_counter()
-        game, traj, searched = self.timer.measure("inference", self.play_game, temp)
+        # the search's NumPy matrix products on as many BLAS threads as torch has
+        with threadpool_limits(torch.get_num_threads(), user_api="blas"):
+            played = self.timer.measure("inference", self.play_games, count, temp)
         play_s = time.perf_counter() - start
-        if not game.done:  # the deadline passed: nothing to pay or learn
-            return {"moves": len(traj), "searched_moves": searched}
-        returns = np.array([game.ret])
-        self.pay(game.actions[None], returns, "muzero")
-        self.replay.add(traj)
-        self.moves_played += len(traj)
+        moves = sum(len(traj) for _, traj, _ in played)
+        searched = sum(n for _, _, n in played)
+        finished = [(game, traj) for game, traj, _ in played if game.done]
+        if finished:  # an unfinished game (the deadline passed) is neither paid nor stored
+            returns = np.array([game.ret for game, _ in finished])
+            self.pay(np.stack([game.actions for game, _ in finished]), returns, "muzero")
+            for _, traj in finished:
+                self.replay.add(traj)
+                self.moves_played += len(traj)
+        if len(finished) < len(played):  # the deadline passed: nothing learnt
+            row = self.game_row(returns) if finished else {}
+            return {**row, "moves": moves, "searched_moves": searched}
         o = self.options
-        updates = min(o.max_updates_per_game, math.ceil(o.updates_per_move * len(traj)))
+        updates = min(
+            o.max_updates_per_game * len(finished),
+            math.ceil(o.updates_per_move * sum(len(traj) for _, traj in finished)),
+        )
         losses = self.timer.measure("learner", self.train, updates)
         return {
             **self.game_row(returns),
-            "moves": len(traj),
+            "moves": moves,
             "searched_moves": searched,
-            "backups": game.backups,
-            "moves_per_s": len(traj) / max(play_s, 1e-9),
+            "backups": sum(game.backups for game, _ in finished),
+            "moves_per_s": moves / max(play_s, 1e-9),
             "train_steps": self.train_steps,
             "loss": losses.get("loss", float("nan")),
             "policy_loss": losses.get("policy", float("nan")),
