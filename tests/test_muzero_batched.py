@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from egrl.agents.muzero import MuZeroAgent, SearchConfig, TrueModel, search
+from egrl.agents.muzero import Encoder, EncoderSpec, MuZeroAgent, SearchConfig, TrueModel, search
 from egrl.agents.muzero.agent import AUTO_PARALLEL_GAMES
 from egrl.agents.muzero.batched import (
     LearnedBatch,
@@ -31,6 +31,7 @@ from tests.test_muzero import SMALL, config, net_for, small_env, untimed
 from tests.test_tpu_game import random_program
 
 DYNAMICS = ("learned", "true")
+ENCODER_SMALL = dict(grid=8, window=16, profile_bins=16, supply_window=8)
 
 
 def program() -> Program:
@@ -167,6 +168,30 @@ def test_batched_heads_and_softmax_match_the_one_sample_ones(one_thread):
     s1, r1 = heads.dynamics_batch(latents[:1], actions[:1])
     assert s1[0].tolist() == heads.dynamics(latents[0], 0)[0].tolist()
     assert float(r1[0]) == heads.dynamics(latents[0], 0)[1]
+
+
+@pytest.mark.parametrize("spec", [EncoderSpec(), EncoderSpec(**ENCODER_SMALL)])
+def test_games_encoded_together_are_encoded_as_one_by_one(spec):
+    """Encoder.batch against Encoder.__call__, bit for bit: positions of random legal
+    games of two programs, their starts and ends included."""
+    for p in (program(), small_env().target.program):
+        rng = np.random.default_rng(1)
+        games = [Game(p)]
+        for _ in range(3):
+            game = Game(p)
+            while not game.done:
+                legal = np.flatnonzero(game.legal_actions())
+                game.step(int(legal[rng.integers(len(legal))]))
+                if rng.random() < 0.3:
+                    games.append(game.clone())
+            games.append(game)
+        enc = Encoder(p, spec)
+        vectors, grids = enc.batch(games)
+        assert vectors.dtype == np.float32 and grids.dtype == np.uint8
+        for i, game in enumerate(games):
+            vector, grid = enc(game)
+            assert vectors[i].tobytes() == vector.tobytes(), i
+            assert grids[i].tobytes() == grid.tobytes(), i
 
 
 # ------------------------------------------------------------- batched self-play

@@ -581,9 +581,10 @@ class Game:
             ret=self.ret,
         )
 
-    def supply(self) -> np.ndarray:
-        """int64 ``[T]``: copy supply left at each step, ps (``W_t``)."""
-        return np.asarray(self._supply, dtype=np.int64)
+    def supply(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """int64 ``[T]``: copy supply left at each step, ps (``W_t``); steps
+        ``start:stop`` only if given (a window without copying the whole profile)."""
+        return np.asarray(self._supply[start:stop], dtype=np.int64)
 
     def records(self) -> dict[str, np.ndarray]:
         """The CMEM allocations so far: ``start``, ``end`` (inclusive), ``offset``,

@@ -290,8 +290,8 @@ class MuZeroAgent(GameAgent):
 
     def play_games(self, count: int, temperature: float) -> list[tuple[Game, Trajectory, int]]:
         """``count`` self-play games side by side: ``(game, trajectory, searched moves)``
-        each. At every move the games still under way are encoded, represented in one
-        torch call, the ones with a choice searched together in one batched search; the
+        each. At every move the games still under way are encoded together
+        (:meth:`Encoder.batch`), represented in one torch call, the ones with a choice searched together in one batched search; the
         Dirichlet noise and the moves are drawn game by game in order. The games are left
         unfinished if the :attr:`deadline` passes."""
         self.net.eval()
@@ -303,10 +303,8 @@ class MuZeroAgent(GameAgent):
             live = [i for i, game in enumerate(games) if not game.done]
             if not live or self.past_deadline():
                 break
-            obs = [self.encoder(games[i]) for i in live]
+            vectors, grids = self.encoder.batch([games[i] for i in live])
             legal = np.stack([games[i].legal_actions() for i in live])
-            vectors = np.stack([v for v, _ in obs])
-            grids = np.stack([g for _, g in obs])
             latents = represent_batch(self.net, vectors, grids)
             policies = legal.astype(np.float64)
             values = np.zeros(len(live))

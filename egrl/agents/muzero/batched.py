@@ -185,8 +185,9 @@ class LearnedBatch:
 
 class TrueBatch:
     """The true dynamics for ``G`` games: each leaf is reached by restoring its game's
-    root snapshot and replaying the path (Python, game by game), then the leaves'
-    observations go through ONE batched representation and prediction.
+    root snapshot and replaying the path (Python, game by game), then the leaves are
+    encoded together (:meth:`Encoder.batch`) and go through ONE batched representation
+    and prediction.
 
     Args:
         net, heads: the networks and their prediction in NumPy.
@@ -224,31 +225,27 @@ class TrueBatch:
         b = len(parents)
         reward = np.zeros(b)
         terminal = np.zeros(b, dtype=bool)
-        legal = np.zeros((b, NUM_ACTIONS), dtype=bool)
-        vectors, grids = [], []
+        games = [self.games[row // trees.nodes] for row in parents.tolist()]
         for i, (row, action) in enumerate(zip(parents.tolist(), actions.tolist())):
-            g = row // trees.nodes
-            game, snap = self.games[g], self.snaps[g]
-            game.restore(snap)
+            game = games[i]  # to the leaf: the root's snapshot, then the path
+            game.restore(self.snaps[row // trees.nodes])
             for a in trees.path(row):
                 game.step(a)
             reward[i] = game.step(action).reward / self.bound
-            if game.done:
-                terminal[i] = True
-            else:
-                vector, grid = self.encoder(game)
-                vectors.append(vector)
-                grids.append(grid)
-                legal[i] = game.legal_actions()
-            game.restore(snap)
+            terminal[i] = game.done
         prior = np.zeros((b, NUM_ACTIONS))
         value = np.zeros(b)
-        live = ~terminal
-        if vectors:
-            latents = represent_batch(self.net, np.stack(vectors), np.stack(grids))
+        live = np.flatnonzero(~terminal)
+        if len(live):
+            leaves = [games[i] for i in live.tolist()]
+            vectors, grids = self.encoder.batch(leaves)
+            legal = np.stack([game.legal_actions() for game in leaves])
+            latents = represent_batch(self.net, vectors, grids)
             logits, v = self.heads.predict_batch(latents)
-            prior[live] = masked_softmax_batch(logits, legal[live])
+            prior[live] = masked_softmax_batch(logits, legal)
             value[live] = v
+        for row in parents.tolist():  # every game back at its root
+            self.games[row // trees.nodes].restore(self.snaps[row // trees.nodes])
         return Expansions(None, reward, prior, value, terminal)
 
 
