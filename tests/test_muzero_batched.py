@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import egrl.agents.muzero.agent as agent_module
 from egrl.agents.muzero import Encoder, EncoderSpec, MuZeroAgent, SearchConfig, TrueModel, search
 from egrl.agents.muzero.agent import AUTO_PARALLEL_GAMES
 from egrl.agents.muzero.batched import (
@@ -211,9 +212,15 @@ def run_agent(cls, run_dir, budget: int = 4, **options) -> MuZeroAgent:
 
 
 @pytest.mark.parametrize("dynamics", DYNAMICS)
-def test_one_parallel_game_plays_exactly_as_the_one_game_reference(dynamics, tmp_path, one_thread):
+@pytest.mark.parametrize("together", ["default", "always"])
+def test_one_parallel_game_plays_exactly_as_the_one_game_reference(
+    dynamics, together, tmp_path, one_thread, monkeypatch
+):
     """parallel_games=1: the same moves, targets, rng draws and learning as one game at a
-    time through mcts.search (noise and temperature sampling on)."""
+    time through mcts.search (noise and temperature sampling on); a single search goes
+    through mcts.search by default, through the batched search with ``always``."""
+    if together == "always":
+        monkeypatch.setattr(agent_module, "SEARCH_TOGETHER_FROM", {"learned": 1, "true": 1})
     batched = run_agent(MuZeroAgent, tmp_path / "batched", dynamics=dynamics, parallel_games=1)
     reference = run_agent(OneGameAgent, tmp_path / "reference", dynamics=dynamics, parallel_games=1)
     assert untimed(tmp_path / "batched") == untimed(tmp_path / "reference")
@@ -228,6 +235,28 @@ def test_one_parallel_game_plays_exactly_as_the_one_game_reference(dynamics, tmp
     for key, value in batched.net.state_dict().items():
         assert torch.equal(value, reference.net.state_dict()[key]), key
     assert batched.rng.bit_generator.state == reference.rng.bit_generator.state
+
+
+@pytest.mark.parametrize("dynamics", DYNAMICS)
+def test_games_searched_together_play_as_searched_one_by_one(
+    dynamics, tmp_path, monkeypatch, one_thread
+):
+    """A generation of 8 games with every move's searches batched, and with them searched
+    one by one through mcts.search: the same moves and visit counts (the root values, the
+    value targets, agree to BLAS rounding)."""
+    runs = {}
+    for together, start in (("batched", 1), ("one-by-one", 1000)):
+        monkeypatch.setattr(agent_module, "SEARCH_TOGETHER_FROM", {dynamics: start})
+        runs[together] = run_agent(
+            MuZeroAgent, tmp_path / together, budget=8, dynamics=dynamics, parallel_games=8
+        )
+    batched, alone = runs["batched"].replay.games, runs["one-by-one"].replay.games
+    assert len(batched) == len(alone) == 8
+    for mine, ref in zip(batched, alone):
+        for key in ("actions", "rewards", "policies", "vectors", "grids"):
+            assert np.array_equal(mine[key], ref[key]), key
+        np.testing.assert_allclose(mine["targets"], ref["targets"], rtol=1e-5, atol=1e-6)
+    assert runs["batched"].rows[0]["searched_moves"] > 8
 
 
 def test_parallel_games_are_paid_stored_and_learnt_from_together(tmp_path, one_thread):

@@ -37,7 +37,14 @@ from threadpoolctl import threadpool_limits
 from egrl.agents import register_agent
 from egrl.agents.muzero.batched import LearnedBatch, TrueBatch, batched_search, represent_batch
 from egrl.agents.muzero.encode import Encoder, EncoderSpec
-from egrl.agents.muzero.mcts import LearnedModel, SearchConfig, TrueModel, represent, search
+from egrl.agents.muzero.mcts import (
+    LearnedModel,
+    SearchConfig,
+    SearchResult,
+    TrueModel,
+    represent,
+    search,
+)
 from egrl.agents.muzero.networks import MuZeroNet, NumpyHeads
 from egrl.agents.muzero.replay import Batch, Replay, Trajectory
 from egrl.agents.options import check_choice, check_positive, option_error, parse_options
@@ -51,6 +58,10 @@ DYNAMICS = ("learned", "true")
 #: games played side by side with ``parallel_games=auto`` where the replay buffer holds
 #: their positions (benchmarks/planner_speed.py)
 AUTO_PARALLEL_GAMES = 16
+#: per ``dynamics``, the fewest games searched together in one batched search; fewer are
+#: searched one by one (:func:`~egrl.agents.muzero.mcts.search` is faster on so few
+#: trees and gives the same visit counts)
+SEARCH_TOGETHER_FROM = {"learned": 7, "true": 3}
 
 
 @dataclass(frozen=True)
@@ -249,12 +260,21 @@ class MuZeroAgent(GameAgent):
         frac = min(self.train_steps / o.temperature_decay_steps, 1.0)
         return o.init_temperature + frac * (o.final_temperature - o.init_temperature)
 
-    def model(self, game: Game, vector: np.ndarray, grid: np.ndarray, legal: np.ndarray):
-        """The planning model of ``dynamics`` at ``game``'s current state."""
-        heads = self.heads
+    def model(
+        self,
+        game: Game,
+        vector: np.ndarray,
+        grid: np.ndarray,
+        legal: np.ndarray,
+        latent: np.ndarray | None = None,
+    ):
+        """The planning model of ``dynamics`` at ``game``'s current state (``latent``: its
+        latent state if already computed)."""
+        heads, o = self.heads, (vector, grid)
         if self.options.dynamics == "true":
-            return TrueModel(self.net, heads, self.encoder, game, self.bound, (vector, grid))
-        return LearnedModel(self.net, heads, vector, grid, legal, 1.0 / self.program.num_buffers)
+            return TrueModel(self.net, heads, self.encoder, game, self.bound, o, latent)
+        unit = 1.0 / self.program.num_buffers
+        return LearnedModel(self.net, heads, vector, grid, legal, unit, latent)
 
     def play_game(self, temperature: float) -> tuple[Game, Trajectory, int]:
         """One self-play game: ``(game, trajectory, searched moves)``; the game is left
@@ -281,19 +301,38 @@ class MuZeroAgent(GameAgent):
             traj.add(vector, grid, action, step.reward / self.bound, policy, value)
         return game, traj, searched
 
-    def batch_model(self, games: list[Game], latents: np.ndarray, legal: np.ndarray):
-        """The batched planning model of ``dynamics`` at ``games``' current states
-        (``latents [B, latent]``, ``legal [B, 3]``)."""
-        if self.options.dynamics == "true":
-            return TrueBatch(self.net, self.heads, self.encoder, games, self.bound, latents, legal)
-        return LearnedBatch(self.heads, latents, legal, 1.0 / self.program.num_buffers)
+    def search_games(
+        self,
+        games: list[Game],
+        vectors: np.ndarray,
+        grids: np.ndarray,
+        latents: np.ndarray,
+        legal: np.ndarray,
+    ) -> list[SearchResult]:
+        """A search of each of ``games`` from its current state (observations
+        ``vectors [B, F]``, ``grids [B, grid, grid]``, ``latents [B, latent]``, ``legal
+        [B, 3]``): one batched search, or one by one below :data:`SEARCH_TOGETHER_FROM`.
+        The Dirichlet noise is drawn game by game in order either way."""
+        o, cfg = self.options, self.search_cfg
+        if len(games) < SEARCH_TOGETHER_FROM[o.dynamics]:
+            return [
+                search(self.model(game, vectors[j], grids[j], legal[j], latents[j]), cfg, self.rng)
+                for j, game in enumerate(games)
+            ]
+        if o.dynamics == "true":
+            model = TrueBatch(self.net, self.heads, self.encoder, games, self.bound, latents, legal)
+        else:
+            model = LearnedBatch(self.heads, latents, legal, 1.0 / self.program.num_buffers)
+        result = batched_search(model, cfg, self.rng)
+        return [result[j] for j in range(len(games))]
 
     def play_games(self, count: int, temperature: float) -> list[tuple[Game, Trajectory, int]]:
         """``count`` self-play games side by side: ``(game, trajectory, searched moves)``
         each. At every move the games still under way are encoded together
-        (:meth:`Encoder.batch`), represented in one torch call, the ones with a choice searched together in one batched search; the
-        Dirichlet noise and the moves are drawn game by game in order. The games are left
-        unfinished if the :attr:`deadline` passes."""
+        (:meth:`Encoder.batch`) and represented in one torch call, and the ones with a
+        choice are searched together (:meth:`search_games`); the Dirichlet noise and the
+        moves are drawn game by game in order. The games are left unfinished if the
+        :attr:`deadline` passes."""
         self.net.eval()
         self.heads = NumpyHeads(self.net)
         games = [Game(self.program) for _ in range(count)]
@@ -317,12 +356,11 @@ class MuZeroAgent(GameAgent):
                 if len(forced):
                     values[forced] = self.heads.predict_batch(latents[forced])[1]
             if len(chosen):
-                model = self.batch_model(
-                    [games[live[j]] for j in chosen], latents[chosen], legal[chosen]
+                results = self.search_games(
+                    [games[live[j]] for j in chosen],
+                    *(a[chosen] for a in (vectors, grids, latents, legal)),
                 )
-                result = batched_search(model, self.search_cfg, self.rng)
-                for k, j in enumerate(chosen.tolist()):
-                    one = result[k]
+                for one, j in zip(results, chosen.tolist()):
                     policies[j], values[j] = one.policy, one.value
                     actions[j] = select_action(one.visits, temperature, self.rng)
                     searched[live[j]] += 1

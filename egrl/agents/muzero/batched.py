@@ -74,6 +74,10 @@ class Trees:
         prior: float64 ``[G * nodes, 3]``: each child's prior (the root's with noise).
         open: bool ``[G * nodes, 3]``: the child exists (prior > 0 when expanded; none
             below a terminal node).
+        child_visits: int64 ``[G * nodes, 3]``: each child's visit count (0: unexpanded).
+        child_q: float64 ``[G * nodes, 3]``: each child's ``reward + discount * value``
+            (0 while unvisited), kept by the backup so that selection reads its children
+            in one row.
         latent: float64 ``[G * nodes, latent]`` (None for a model without latents).
         size: int64 ``[G]``: nodes used per game.
     """
@@ -90,6 +94,8 @@ class Trees:
         self.children = np.full((rows, NUM_ACTIONS), -1, dtype=np.int64)
         self.prior = np.zeros((rows, NUM_ACTIONS))
         self.open = np.zeros((rows, NUM_ACTIONS), dtype=bool)
+        self.child_visits = np.zeros((rows, NUM_ACTIONS), dtype=np.int64)
+        self.child_q = np.zeros((rows, NUM_ACTIONS))
         self.latent = np.zeros((rows, latent)) if latent else None
         self.size = np.zeros(games, dtype=np.int64)
 
@@ -274,14 +280,16 @@ class BatchResult:
         return SearchResult(self.visits[g].copy(), float(self.value[g]), self.prior[g].copy())
 
 
-def ucb_tables(cfg: SearchConfig) -> tuple[np.ndarray, np.ndarray]:
-    """float64 ``[simulations + 1]`` each: ``log((n + c2 + 1) / c2) + c1`` and
-    ``sqrt(n)`` for every parent visit count ``n``, computed with :mod:`math` as
-    :func:`egrl.agents.muzero.mcts.ucb` does (NumPy's ``log`` may differ in the last bit)."""
+def ucb_table(cfg: SearchConfig) -> np.ndarray:
+    """float64 ``[S + 1, S + 1]`` (``S`` simulations): the exploration factor of pUCT,
+    ``(log((n + c2 + 1) / c2) + c1) * (sqrt(n) / (m + 1))`` for a parent of ``n`` visits
+    and a child of ``m``, with :mod:`math` and in the order of
+    :func:`egrl.agents.muzero.mcts.ucb` (NumPy's ``log`` may differ in the last bit)."""
     n = range(cfg.simulations + 1)
     base = np.array([math.log((v + cfg.c2 + 1) / cfg.c2) + cfg.c1 for v in n])
     root = np.array([math.sqrt(v) for v in n])
-    return base, root
+    m = np.arange(cfg.simulations + 1)
+    return base[:, None] * (root[:, None] / (m[None, :] + 1))
 
 
 def add_noise(trees: Trees, cfg: SearchConfig, rng: np.random.Generator | None) -> None:
@@ -299,11 +307,12 @@ def add_noise(trees: Trees, cfg: SearchConfig, rng: np.random.Generator | None) 
 
 
 def select(
-    trees: Trees, cfg: SearchConfig, tables: tuple[np.ndarray, np.ndarray], bounds: np.ndarray
+    trees: Trees, cfg: SearchConfig, table: np.ndarray, bounds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One descent in every tree by the pUCT rule.
+    """One descent in every tree by the pUCT rule, one level of all games at a time.
 
     Args:
+        table: :func:`ucb_table` of ``cfg``.
         bounds: float64 ``[G, 2]``: each game's min-max bounds of Q (lo, hi).
 
     Returns:
@@ -312,7 +321,12 @@ def select(
         reached one), and the games (int64) whose descent ended on an expanded node
         without children, with those nodes' flat rows.
     """
-    base, root_sqrt = tables
+    lo_g, hi_g = bounds[:, 0], bounds[:, 1]
+    spread_g = hi_g > lo_g
+    width_g = hi_g - lo_g  # as the reference computes it, (hi - lo), at every use
+    side = table.shape[1]
+    flat_table = table.ravel()
+    children = trees.children.ravel()
     g = np.arange(trees.games, dtype=np.int64)
     row = trees.roots
     leaf_parents, leaf_actions, stop_g, stop_rows = [], [], [], []
@@ -325,24 +339,26 @@ def select(
             g, row, op = g[has], row[has], op[has]
             if not len(row):
                 break
-        n_parent = trees.visits[row]
-        ch = trees.children[row]
-        seen = ch >= 0
-        chi = np.where(seen, ch, 0)
-        n_child = np.where(seen, trees.visits[chi], 0)
-        pb = base[n_parent][:, None] * (root_sqrt[n_parent][:, None] / (n_child + 1))
-        q = trees.reward[chi] + cfg.discount * (trees.value_sum[chi] / np.maximum(n_child, 1))
-        lo, hi = bounds[g, 0][:, None], bounds[g, 1][:, None]
-        spread = hi > lo
-        q = np.where(spread, (q - lo) / np.where(spread, hi - lo, 1.0), q)
+        n_child = trees.child_visits[row]
+        pb = flat_table[(trees.visits[row] * side)[:, None] + n_child]
+        lo, width = lo_g[g][:, None], width_g[g][:, None]
+        q = trees.child_q[row]
+        q = np.where(spread_g[g][:, None], (q - lo) / width, q)
         score = np.where(n_child > 0, q, 0.0) + pb * trees.prior[row]
         score[~op] = -np.inf
         a = score.argmax(axis=1)  # the first of equal scores: the lowest action
-        nxt = ch[np.arange(len(row)), a]
+        nxt = children[row * NUM_ACTIONS + a]
         leaf = nxt < 0
-        leaf_parents.append(row[leaf])
-        leaf_actions.append(a[leaf])
-        g, row = g[~leaf], nxt[~leaf]
+        if leaf.all():
+            leaf_parents.append(row)
+            leaf_actions.append(a)
+            break
+        if leaf.any():
+            leaf_parents.append(row[leaf])
+            leaf_actions.append(a[leaf])
+            deeper = ~leaf
+            g, nxt = g[deeper], nxt[deeper]
+        row = nxt
     empty = np.zeros(0, dtype=np.int64)
     return (
         np.concatenate(leaf_parents) if leaf_parents else empty,
@@ -356,20 +372,31 @@ def backup(
     trees: Trees, cfg: SearchConfig, rows: np.ndarray, values: np.ndarray, bounds: np.ndarray
 ) -> None:
     """Back ``values [B]`` up from the flat ``rows [B]`` (of ``B`` different games) to
-    their roots, level by level: visit counts, value sums, the games' ``bounds [G, 2]``."""
+    their roots, level by level: visit counts, value sums, the parents' child
+    statistics, the games' ``bounds [G, 2]``."""
     g = rows // trees.nodes
     value = values
+    child_visits = trees.child_visits.ravel()
+    child_q = trees.child_q.ravel()
     while len(rows):
-        trees.value_sum[rows] += value
-        trees.visits[rows] += 1
+        total = trees.value_sum[rows] + value
+        visits = trees.visits[rows] + 1
+        trees.value_sum[rows] = total
+        trees.visits[rows] = visits
         reward = trees.reward[rows]
-        q = reward + cfg.discount * (trees.value_sum[rows] / trees.visits[rows])
+        q = reward + cfg.discount * (total / visits)
         bounds[g, 0] = np.minimum(bounds[g, 0], q)
         bounds[g, 1] = np.maximum(bounds[g, 1], q)
         value = reward + cfg.discount * value
         parent = trees.parent[rows]
         up = parent >= 0
-        rows, g, value = parent[up], g[up], value[up]
+        if not up.all():
+            parent, g, value, q, visits = parent[up], g[up], value[up], q[up], visits[up]
+            rows = rows[up]
+        at = parent * NUM_ACTIONS + trees.action[rows]
+        child_visits[at] = visits
+        child_q[at] = q
+        rows = parent
 
 
 def batched_search(
@@ -386,11 +413,13 @@ def batched_search(
     trees.add(roots, first)
     trees.size[:] = 1
     add_noise(trees, cfg, rng)
-    tables = ucb_tables(cfg)
+    table = ucb_table(cfg)
     bounds = np.empty((games, 2))
     bounds[:, 0], bounds[:, 1] = np.inf, -np.inf
     for _ in range(cfg.simulations):
-        parents, actions, stopped, stop_rows = select(trees, cfg, tables, bounds)
+        # (q - lo) / (hi - lo) is computed, and not used, for trees not spread yet
+        with np.errstate(divide="ignore", invalid="ignore"):
+            parents, actions, stopped, stop_rows = select(trees, cfg, table, bounds)
         if len(parents):
             g = parents // nodes
             new = g * nodes + trees.size[g]

@@ -213,6 +213,7 @@ class LearnedModel:
         vector, grid: the root's encoded observation.
         legal: bool ``[3]``: the root's legal actions (below the root all are open).
         reward_unit: factor from the dynamics' reward output to value units (``1 / N``).
+        latent: float64 ``[latent]``: the root's latent state if the caller has it.
     """
 
     def __init__(
@@ -223,12 +224,15 @@ class LearnedModel:
         grid: np.ndarray,
         legal: np.ndarray,
         reward_unit: float,
+        latent: np.ndarray | None = None,
     ) -> None:
         self.net, self.heads, self.vector, self.grid = net, heads, vector, grid
-        self.legal, self.reward_unit = legal, reward_unit
+        self.legal, self.reward_unit, self.latent = legal, reward_unit, latent
 
     def root(self) -> Expansion:
-        s = represent(self.net, self.vector, self.grid)
+        s = self.latent
+        if s is None:
+            s = represent(self.net, self.vector, self.grid)
         logits, value = self.heads.predict(s)
         return Expansion(s, 0.0, masked_softmax(logits, self.legal), value)
 
@@ -251,6 +255,7 @@ class TrueModel:
         game: the game at the root (left at the root after every expansion).
         bound: the program's return bound (rewards are divided by it).
         observation: the root's ``(vector, grid)`` if the caller has encoded it.
+        latent: float64 ``[latent]``: the root's latent state if the caller has it.
     """
 
     def __init__(
@@ -261,20 +266,26 @@ class TrueModel:
         game: Game,
         bound: float,
         observation: tuple[np.ndarray, np.ndarray] | None = None,
+        latent: np.ndarray | None = None,
     ) -> None:
         self.net, self.heads, self.encoder = net, heads, encoder
         self.game, self.bound = game, bound
         self.observation = observation  # the root's encoding, if already made
+        self.latent = latent  # the root's latent state, if already made
         self.snap = game.snapshot()
 
     def _evaluate(self, path: tuple, reward: float) -> Expansion:
         if self.game.done:
             return Expansion(path, reward, np.zeros(NUM_ACTIONS), 0.0, terminal=True)
-        if not path and self.observation is not None:
-            vector, grid = self.observation
+        if not path and self.latent is not None:
+            s = self.latent
         else:
-            vector, grid = self.encoder(self.game)
-        logits, value = self.heads.predict(represent(self.net, vector, grid))
+            if not path and self.observation is not None:
+                vector, grid = self.observation
+            else:
+                vector, grid = self.encoder(self.game)
+            s = represent(self.net, vector, grid)
+        logits, value = self.heads.predict(s)
         prior = masked_softmax(logits, self.game.legal_actions())
         return Expansion(path, reward, prior, value)
 
