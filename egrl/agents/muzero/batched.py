@@ -13,8 +13,10 @@ readable one-game reference) for ``G`` trees side by side. Every tree has room f
 * **expansion**: ONE call of the model for the leaves of all games (the learned model:
   batched NumPy dynamics and prediction; the true dynamics: each game replayed from its
   root's snapshot in Python, then one batched representation and prediction);
-* **backup**, vectorised over games: each game's value walks up the parent pointers,
-  one level per step, updating visit counts, value sums and the game's min-max bounds.
+* **backup**, vectorised over games: the values each node of each game's path receives
+  (``reward + discount * value`` from the leaf up, one depth level per step over all
+  games), then visit counts, value sums, the parents' child statistics and the games'
+  min-max bounds updated for all path nodes at once.
 
 It reproduces :func:`~egrl.agents.muzero.mcts.search` game by game: the same pUCT
 formula and order of floating-point operations (the ``log`` and ``sqrt`` of the parent's
@@ -307,19 +309,22 @@ def add_noise(trees: Trees, cfg: SearchConfig, rng: np.random.Generator | None) 
 
 
 def select(
-    trees: Trees, cfg: SearchConfig, table: np.ndarray, bounds: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    trees: Trees, cfg: SearchConfig, table: np.ndarray, bounds: np.ndarray, path: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One descent in every tree by the pUCT rule, one level of all games at a time.
 
     Args:
         table: :func:`ucb_table` of ``cfg``.
         bounds: float64 ``[G, 2]``: each game's min-max bounds of Q (lo, hi).
+        path: int64 ``[G, simulations + 2]``, filled here: the flat rows each descent
+            went through, from the root (-1 past its end).
 
     Returns:
-        ``(leaf_parents, leaf_actions, stopped, stopped_rows)``: flat rows and actions of
-        the unexpanded children the descents reached (int64 ``[B]``: one per game that
-        reached one), and the games (int64) whose descent ended on an expanded node
-        without children, with those nodes' flat rows.
+        ``(leaf_games, leaf_parents, leaf_actions, stopped, depth)``: the games whose
+        descent reached an unexpanded child (int64 ``[B]``), with the flat rows and
+        actions that lead to it; the games (int64) whose descent ended on an expanded
+        node without children (a terminal state); int64 ``[G]``: the column of ``path``
+        where each descent ended (the leaf's parent, or the node without children).
     """
     lo_g, hi_g = bounds[:, 0], bounds[:, 1]
     spread_g = hi_g > lo_g
@@ -329,13 +334,17 @@ def select(
     children = trees.children.ravel()
     g = np.arange(trees.games, dtype=np.int64)
     row = trees.roots
-    leaf_parents, leaf_actions, stop_g, stop_rows = [], [], [], []
+    depth = np.zeros(trees.games, dtype=np.int64)
+    path.fill(-1)
+    leaf_games, leaf_parents, leaf_actions, stop_g = [], [], [], []
+    level = 0
     while len(row):
+        path[g, level] = row
         op = trees.open[row]
         has = op.any(axis=1)
         if not has.all():
             stop_g.append(g[~has])
-            stop_rows.append(row[~has])
+            depth[g[~has]] = level
             g, row, op = g[has], row[has], op[has]
             if not len(row):
                 break
@@ -350,53 +359,76 @@ def select(
         nxt = children[row * NUM_ACTIONS + a]
         leaf = nxt < 0
         if leaf.all():
+            leaf_games.append(g)
             leaf_parents.append(row)
             leaf_actions.append(a)
+            depth[g] = level
             break
         if leaf.any():
+            leaf_games.append(g[leaf])
             leaf_parents.append(row[leaf])
             leaf_actions.append(a[leaf])
+            depth[g[leaf]] = level
             deeper = ~leaf
             g, nxt = g[deeper], nxt[deeper]
         row = nxt
+        level += 1
     empty = np.zeros(0, dtype=np.int64)
     return (
+        np.concatenate(leaf_games) if leaf_games else empty,
         np.concatenate(leaf_parents) if leaf_parents else empty,
         np.concatenate(leaf_actions) if leaf_actions else empty,
         np.concatenate(stop_g) if stop_g else empty,
-        np.concatenate(stop_rows) if stop_rows else empty,
+        depth,
     )
 
 
 def backup(
-    trees: Trees, cfg: SearchConfig, rows: np.ndarray, values: np.ndarray, bounds: np.ndarray
+    trees: Trees,
+    cfg: SearchConfig,
+    path: np.ndarray,
+    length: np.ndarray,
+    values: np.ndarray,
+    bounds: np.ndarray,
 ) -> None:
-    """Back ``values [B]`` up from the flat ``rows [B]`` (of ``B`` different games) to
-    their roots, level by level: visit counts, value sums, the parents' child
-    statistics, the games' ``bounds [G, 2]``."""
-    g = rows // trees.nodes
-    value = values
-    child_visits = trees.child_visits.ravel()
-    child_q = trees.child_q.ravel()
-    while len(rows):
-        total = trees.value_sum[rows] + value
-        visits = trees.visits[rows] + 1
-        trees.value_sum[rows] = total
-        trees.visits[rows] = visits
-        reward = trees.reward[rows]
-        q = reward + cfg.discount * (total / visits)
-        bounds[g, 0] = np.minimum(bounds[g, 0], q)
-        bounds[g, 1] = np.maximum(bounds[g, 1], q)
-        value = reward + cfg.discount * value
-        parent = trees.parent[rows]
-        up = parent >= 0
-        if not up.all():
-            parent, g, value, q, visits = parent[up], g[up], value[up], q[up], visits[up]
-            rows = rows[up]
-        at = parent * NUM_ACTIONS + trees.action[rows]
-        child_visits[at] = visits
-        child_q[at] = q
-        rows = parent
+    """Back each game's value up its path: visit counts, value sums, the parents' child
+    statistics, the games' ``bounds [G, 2]``.
+
+    Args:
+        path: int64 ``[G, >= max(length)]``: flat rows from the root down.
+        length: int64 ``[G]``: nodes on each path.
+        values: float64 ``[G]``: the value at each path's last node.
+    """
+    games = len(length)
+    d = int(length.max())
+    rows_gd = path[:, :d]
+    valid = np.arange(d) < length[:, None]
+    reward = trees.reward[np.where(valid, rows_gd, 0)]
+    end = (length - 1)[:, None] == np.arange(d)
+    # the value each node receives, from the last node up: value = reward + discount * value
+    value = np.empty((games, d))
+    cur = np.zeros(games)
+    for c in range(d - 1, -1, -1):
+        if c < d - 1:
+            cur = reward[:, c + 1] + cfg.discount * cur
+        cur = np.where(end[:, c], values, cur)
+        value[:, c] = cur
+    rows = rows_gd[valid]
+    total = trees.value_sum[rows] + value[valid]
+    visits = trees.visits[rows] + 1
+    trees.value_sum[rows] = total
+    trees.visits[rows] = visits
+    q = reward[valid] + cfg.discount * (total / visits)
+    per_game = np.full((games, d), np.inf)
+    per_game[valid] = q
+    bounds[:, 0] = np.minimum(bounds[:, 0], per_game.min(axis=1))
+    per_game[~valid] = -np.inf
+    bounds[:, 1] = np.maximum(bounds[:, 1], per_game.max(axis=1))
+    parent = trees.parent[rows]
+    below = parent >= 0
+    at = parent[below] * NUM_ACTIONS + trees.action[rows[below]]
+    trees.child_visits.ravel()[at] = visits[below]
+    trees.child_q.ravel()[at] = q[below]
 
 
 def batched_search(
@@ -416,12 +448,15 @@ def batched_search(
     table = ucb_table(cfg)
     bounds = np.empty((games, 2))
     bounds[:, 0], bounds[:, 1] = np.inf, -np.inf
+    path = np.full((games, nodes + 1), -1, dtype=np.int64)
+    values = np.zeros(games)
     for _ in range(cfg.simulations):
         # (q - lo) / (hi - lo) is computed, and not used, for trees not spread yet
         with np.errstate(divide="ignore", invalid="ignore"):
-            parents, actions, stopped, stop_rows = select(trees, cfg, table, bounds)
-        if len(parents):
-            g = parents // nodes
+            g, parents, actions, stopped, depth = select(trees, cfg, table, bounds, path)
+        length = depth + 1
+        values[stopped] = 0.0  # a terminal state reached again
+        if len(g):
             new = g * nodes + trees.size[g]
             trees.size[g] += 1
             trees.parent[new] = parents
@@ -429,10 +464,10 @@ def batched_search(
             trees.children[parents, actions] = new
             exp = model.expand(trees, parents, actions)
             trees.add(new, exp)
-            values = np.where(exp.terminal, 0.0, exp.value)
-            backup(trees, cfg, new, values, bounds)
-        if len(stopped):  # a terminal state reached again
-            backup(trees, cfg, stop_rows, np.zeros(len(stop_rows)), bounds)
+            values[g] = np.where(exp.terminal, 0.0, exp.value)
+            path[g, depth[g] + 1] = new
+            length[g] += 1
+        backup(trees, cfg, path, length, values, bounds)
     ch = trees.children[roots]
     visits = np.where(ch >= 0, trees.visits[np.maximum(ch, 0)], 0)
     n_root = trees.visits[roots]
