@@ -3,7 +3,9 @@
 Each generation plays ``parallel_games`` self-play games side by side, move by move:
 at every move, the games at a buffer with more than one legal action are searched
 together (:func:`~egrl.agents.muzero.batched.batched_search`: one batched pUCT search
-from their current states, with Dirichlet noise at the roots); each game's move is
+from their current states, with Dirichlet noise at the roots; fewer than
+:data:`SEARCH_TOGETHER_FROM` one by one through :func:`~egrl.agents.muzero.mcts.search`,
+which gives the same visit counts and is faster on so few trees); each game's move is
 drawn from its root's visit counts raised to ``1 / temperature``, and the visit
 distribution is kept as the policy target. A buffer with a single legal action is
 played at once (``search_forced=false``; its target is that action). The roots'
