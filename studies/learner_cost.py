@@ -384,12 +384,15 @@ def plot_problem(result: ProblemResult, reference: str, baseline: str, path: Pat
 
 
 def parallel_runs(cfg: DictConfig) -> int | None:
-    """How many runs the plan's launcher runs at once (``hydra.launcher.n_jobs``)."""
-    for override in cfg.get("launcher", []):
-        match = re.fullmatch(r"hydra\.launcher\.n_jobs=(\d+)", str(override))
+    """How many runs go at once: the launcher's ``hydra.launcher.n_jobs`` (1 with Hydra's
+    basic launcher) times the plan's ``groups_at_once``; None when the launcher says not."""
+    launcher = [str(o) for o in cfg.get("launcher", [])]
+    per_group = 1 if "hydra/launcher=basic" in launcher else None
+    for override in launcher:
+        match = re.fullmatch(r"hydra\.launcher\.n_jobs=(\d+)", override)
         if match:
-            return int(match.group(1))
-    return None
+            per_group = int(match.group(1))
+    return per_group * int(cfg.get("groups_at_once", 1)) if per_group else None
 
 
 def intro(cfg: DictConfig, machine: str) -> str:
@@ -402,7 +405,8 @@ def intro(cfg: DictConfig, machine: str) -> str:
         + (f", {jobs} runs at a time" if jobs else "")
         + f". `{cfg.reference}` is Table 2's update rate (`learner=sac-table2`: one gradient "
         "step per paid measurement, minibatches of 24, the critic as large as the policy); "
-        "every other EGRL variant changes one thing of it. Speedups are over each target's "
+        "every other EGRL variant changes one or two things of it (its name says which). "
+        "Speedups are over each target's "
         "native compiler; the reference is the proven optimum of the cost model "
         "(`env.optimum()`), else the best known value (the solver's or any run's, as the "
         "heading says). Samples to a level: median [min-max] over the runs that reached it "
