@@ -84,7 +84,7 @@ class LearnerConfig(SACConfig):
     rollouts: int = 1
     clean_rollouts: int = 1
     buffer_size: int = 100_000
-    gradient_ratio: float = 1.0
+    gradient_ratio: float = 0.1
     burn_in: int = 48
     ucb_c: float = 1.0
     store_repaired: bool = False

@@ -53,6 +53,13 @@ log = logging.getLogger(__name__)
 LEARNER_COLUMNS = ("gradient_steps", "critic_loss", "actor_loss", "entropy", "q_mean")
 
 
+def pretrain_learner(keys: dict) -> LearnerConfig:
+    """The pretraining learner of ``keys``; unset keys are the learner's defaults except
+    ``gradient_ratio``, Table 2's 1: the learner trains alone here, and the default's
+    tenth was chosen for EGRL, whose population proposes most maps (docs/learner.md)."""
+    return LearnerConfig(**{"gradient_ratio": 1.0, **keys})
+
+
 @dataclass
 class PretrainConfig:
     """One pretraining run (``configs/transfer/pretrain.yaml`` mirrors it).
@@ -90,7 +97,7 @@ class PretrainConfig:
     threads: int = 1
     progress: bool = True
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    learner: LearnerConfig = field(default_factory=lambda: pretrain_learner({}))
 
     def __post_init__(self) -> None:
         self.train = [str(w) for w in self.train]
@@ -166,7 +173,7 @@ class PretrainConfig:
         if unknown:
             raise KeyError(f"unknown pretraining config keys: {unknown}")
         cfg["policy"] = PolicyConfig(**dict(cfg.get("policy") or {}))
-        cfg["learner"] = LearnerConfig(**dict(cfg.get("learner") or {}))
+        cfg["learner"] = pretrain_learner(dict(cfg.get("learner") or {}))
         return cls(**cfg)
 
 

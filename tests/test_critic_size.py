@@ -146,7 +146,7 @@ def small_config(budget: int = 70, **learner_keys) -> TrainConfig:
         agent=AgentConfig(name="egrl"),
         policy=PolicyConfig(**POLICY),
         population=PopulationConfig(size=6, boltzmann_fraction=0.5),
-        learner=LearnerConfig(batch_size=8, burn_in=16, **learner_keys),
+        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0, **learner_keys),
     )
 
 
@@ -189,16 +189,18 @@ def test_a_run_with_a_small_critic_resumes_as_if_never_stopped(tmp_path):
 # ------------------------------------------------------------------ resuming from the CLI
 def test_a_resumed_run_keeps_its_learner_when_the_defaults_move(tmp_path):
     """The saved config holds every learner key: a resume takes them, not the defaults of
-    the day (here gradient_ratio 0.25 and batch 8 stand for new defaults), and a config
-    saved before the critic had its own sizes resumes with the policy's."""
+    the day (a run made at Table 2's rate resumes at it under today's defaults, with batch
+    8 standing for a further move), and a config saved before the critic had its own sizes
+    resumes with the policy's."""
     from hydra import compose, initialize_config_module
 
     from egrl.cli.train import resumed_config
     from egrl.rundir import RunDir
 
     with initialize_config_module("configs", version_base=None):
-        saved = compose("train")
-        today = compose("train", overrides=["learner.gradient_ratio=0.25", "learner.batch_size=8"])
+        saved = compose("train", overrides=["learner=sac-table2"])
+        today = compose("train", overrides=["learner.batch_size=8"])
+    assert today.learner.gradient_ratio != saved.learner.gradient_ratio == 1.0
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     RunDir(run_dir).write_config(saved)

@@ -18,7 +18,7 @@ import pytest
 from egrl import make_env
 from egrl.agents import make_agent
 from egrl.agents.base import TIMING_COLUMNS
-from egrl.config import AgentConfig, PopulationConfig, TrainConfig
+from egrl.config import AgentConfig, LearnerConfig, PopulationConfig, TrainConfig
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
@@ -90,6 +90,7 @@ def egrl_runs(overlap, budget: int = 30) -> list:
         progress=False,
         agent=AgentConfig("egrl", options={"overlap": overlap}),
         population=PopulationConfig(size=6),
+        learner=LearnerConfig(gradient_ratio=1.0),  # Table 2's rate: updates in 30 paid maps
     )
     return [
         run_agent(make_env("nnpi", w, **params), cfg, RuntimeConfig(name=n), "nnpi", params)

@@ -47,7 +47,7 @@ def run_config(agent: dict, budget: int, screen: dict, seed: int = 0, **keys):
             "agent": agent,
             "policy": TINY_POLICY,
             "population": {"size": 6, "boltzmann_fraction": 0.34},
-            "learner": {"batch_size": 8, "burn_in": 8},
+            "learner": {"batch_size": 8, "burn_in": 8, "gradient_ratio": 1.0},
             "screen": screen,
             **keys,
         }

@@ -36,7 +36,7 @@ def small_config(seed: int = 0, budget: int = 160, **agent) -> TrainConfig:
         agent=AgentConfig(**agent),
         policy=PolicyConfig(hidden=16, out=16, depth=2, heads=2),
         population=PopulationConfig(size=8, boltzmann_fraction=0.25),
-        learner=LearnerConfig(batch_size=8, burn_in=16),
+        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),  # Table 2 rate
     )
 
 

@@ -68,7 +68,7 @@ def egrl_run(tmp_path_factory):
         agent=AgentConfig(),
         policy=TINY_POLICY,
         population=PopulationConfig(size=8, boltzmann_fraction=0.25),
-        learner=LearnerConfig(batch_size=8, burn_in=16),
+        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),
     )
     torch.set_num_threads(1)
     trainer = Trainer(env_of(source_workload()), cfg, run_dir)
@@ -228,7 +228,9 @@ def small_pretrain_config(budget: int, **kw) -> PretrainConfig:
         samples=2,
         progress=False,
         policy=TINY_POLICY,
-        learner=LearnerConfig(rollouts=2, clean_rollouts=1, batch_size=4, burn_in=8),
+        learner=LearnerConfig(
+            rollouts=2, clean_rollouts=1, batch_size=4, burn_in=8, gradient_ratio=1.0
+        ),
         **kw,
     )
 
