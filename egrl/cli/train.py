@@ -48,6 +48,7 @@ from egrl.cli.resume import (
     saved_config,
     with_screen_of_its_time,
 )
+from egrl.heap import keep_freed_memory
 from egrl.loggers import make_loggers
 from egrl.rundir import RunDir, workload_label
 from egrl.runs import flatten
@@ -148,6 +149,7 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     train_cfg = train_config(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, int(cfg.threads)))
+    keep_freed_memory()  # before the agent's arrays: large learner updates reuse pages
     params = hw_params(cfg)
     env = env_from_config(cfg)
     trainer = make_agent(env, train_cfg, run_dir)
