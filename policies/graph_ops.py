@@ -11,6 +11,7 @@ holds the per-edge messages ``[E, S, D]`` of a whole graph at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -180,6 +181,9 @@ def weighted_sum(x: Tensor, alpha: Tensor, src: Tensor, dst: Tensor) -> Tensor:
         alpha: float ``[E, S, K]``: each edge's weight.
         src, dst: long ``[E]``: each edge's source and destination node.
     """
+    if src.numel() <= _block_edges(x):  # one block: autograd's own ops, without the overhead
+        messages = x.index_select(0, src) * alpha.unsqueeze(-1)
+        return messages.new_zeros(x.shape).index_add(0, dst, messages)
     return _WeightedSum.apply(x, alpha, src, dst)
 
 
@@ -217,8 +221,7 @@ class _WeightedSum(torch.autograd.Function):
 
 def _block_edges(x: Tensor) -> int:
     """Edges per block of :func:`weighted_sum`: :data:`MESSAGE_BLOCK` floats of messages."""
-    row = max(1, x[0].numel()) if x.size(0) else 1
-    return max(1, MESSAGE_BLOCK // row)
+    return max(1, MESSAGE_BLOCK // max(1, math.prod(x.shape[1:])))
 
 
 def _check_shared_conv(conv: nn.Module) -> None:

@@ -126,6 +126,26 @@ def test_weighted_sum_gradients_and_edge_cases(monkeypatch):
     )
 
 
+def test_egrl_runs_the_same_with_messages_summed_block_by_block(monkeypatch, tmp_path):
+    """A short EGRL run on the TPU game (learner updates included) writes the same
+    metrics whether the convolutions sum their messages a few edges at a time or all at
+    once (the code before :func:`weighted_sum`)."""
+    from egrl import make_env
+    from egrl.trainer import Trainer
+    from tests.test_trainer import read_metrics, small_config
+
+    runs = {"blocks": tmp_path / "blocks", "unfused": tmp_path / "unfused"}
+    with monkeypatch.context() as patch:
+        patch.setattr(graph_ops, "MESSAGE_BLOCK", 64)
+        Trainer(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["blocks"]).run()
+    with monkeypatch.context() as patch:
+        patch.setattr(graph_ops, "weighted_sum", unfused_weighted_sum)
+        Trainer(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["unfused"]).run()
+    blocks, unfused = read_metrics(runs["blocks"]), read_metrics(runs["unfused"])
+    assert any(float(r["gradient_steps"]) > 0 for r in blocks)
+    assert blocks == unfused
+
+
 def test_attention_on_copies_refuses_settings_it_does_not_implement():
     from torch_geometric.nn import GATConv
 
