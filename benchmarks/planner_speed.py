@@ -204,6 +204,22 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def write(args: argparse.Namespace, load: tuple, results: list[dict]) -> None:
+    """The JSON of ``results`` so far, with the machine and the arguments."""
+    out = {
+        "machine": platform.platform(),
+        "processor": platform.processor(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "load_average": {"start": load, "end": os.getloadavg()},
+        "args": vars(args),
+        "results": results,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     programs = study_programs()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -241,6 +257,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             r = measure(problem, workload, repeats, games, args)
             results.append(r)
             print(table([r]).splitlines()[-1], flush=True)
+            write(args, load, results)  # what is measured so far survives a stopped run
     print(table(results))
     base = {r["problem"]: r for r in results if r["path"] == "before"}
     for r in results:
@@ -254,18 +271,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 f"{r['problem']} {r['path']}: x{r['gain_games_per_min']:.1f} games/min, "
                 f"x{r['gain_selfplay_games_per_min']:.1f} self-play games/min"
             )
-    out = {
-        "machine": platform.platform(),
-        "processor": platform.processor(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "load_average": {"start": load, "end": os.getloadavg()},
-        "args": vars(args),
-        "results": results,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2), encoding="utf-8")
+    write(args, load, results)
     return results
 
 
