@@ -10,8 +10,9 @@ defaults; ``table2``: ``agent=egrl learner=sac-table2``, one gradient step per p
 measurement as EGRL's Table 2 asks), each in its own process with its run directory in a
 temporary directory. ``--jobs`` runs go at a time, in the order seed by seed, variant by
 variant, so every variant runs under the same load. Recorded per run: the run's wall time
-(``metrics.csv``'s final ``wall_s``), the time breakdown (``t_*`` columns), gradient
-steps, paid measurements and the best speedup; per variant the median wall time and its
+(``metrics.csv``'s final ``wall_s``), the time breakdown (``t_*`` columns), the
+learner's share of the wall time and its gradient steps per paid measurement (as the
+learner-cost study reads them), paid measurements and the best speedup; per variant the median wall time and its
 ratio to EA's median. Results go to ``benchmarks/results/learner_wall.json``.
 """
 
@@ -52,8 +53,8 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
 
 def train(args: argparse.Namespace, name: str, overrides: list[str], seed: int, tmp: Path) -> dict:
     """One ``egrl-train`` run in its own process; its record from ``metrics.csv``."""
-    from egrl.rundir import RunDir
     from egrl.runs import load_run
+    from studies.learner_cost import learner_share, updates_per_sample
 
     run_dir = tmp / f"{name}-seed{seed}"
     argv = [
@@ -75,7 +76,6 @@ def train(args: argparse.Namespace, name: str, overrides: list[str], seed: int, 
             f"{name} seed {seed} exited with {done.returncode}: {done.stderr[-2000:]}"
         )
     run = load_run(run_dir)
-    rows = RunDir(run_dir).read_metrics_rows()
     record = {
         "variant": name,
         "overrides": overrides,
@@ -85,7 +85,8 @@ def train(args: argparse.Namespace, name: str, overrides: list[str], seed: int, 
             k[2:]: float(v) for k, v in run.last_row.items() if k.startswith("t_") and v
         },
         "paid": int(run.iterations[-1]),
-        "gradient_steps": int(np.nansum([float(r.get("gradient_steps") or 0) for r in rows])),
+        "learner_share": learner_share(run),
+        "steps_per_paid": updates_per_sample(run),
         "best_speedup": run.final_speedup,
     }
     log.info("%s seed %d: %.1f s, best %.4f", name, seed, record["wall_s"], record["best_speedup"])
@@ -102,14 +103,13 @@ def summarise(records: list[dict], baseline: str) -> dict[str, dict]:
     out = {}
     for name, rs in by.items():
         wall = np.array([r["wall_s"] for r in rs])
-        learner = np.array([r["breakdown_s"].get("learner", 0.0) for r in rs])
         out[name] = {
             "runs": len(rs),
             "wall_s_median": float(np.median(wall)),
             "wall_s_range": [float(wall.min()), float(wall.max())],
             "wall_over_baseline": float(np.median(wall)) / base,
-            "learner_share_median": float(np.median(learner / wall)),
-            "steps_per_paid": float(np.median([r["gradient_steps"] / r["paid"] for r in rs])),
+            "learner_share_median": float(np.nanmedian([r["learner_share"] for r in rs])),
+            "steps_per_paid": float(np.nanmedian([r["steps_per_paid"] for r in rs])),
             "best_speedups": [r["best_speedup"] for r in rs],
         }
     return out
