@@ -218,12 +218,7 @@ def run_command(out: Path, spec: CommandSpec) -> int:
     """Run ``spec`` unless it is done; returns 1 if it failed, else 0."""
     if (out / spec.done).exists():
         return 0
-    log.info("running %s", " ".join(shlex.quote(c) for c in spec.argv))
-    status = subprocess.run(list(spec.argv), check=False).returncode
-    if status != 0:
-        log.warning("%s: the command exited with status %d", spec.path, status)
-        return 1
-    return 0
+    return run_logged(spec.path, spec.argv, "the command")
 
 
 def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -> int:
@@ -234,6 +229,9 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
     other): with ``n_jobs`` runs per group, a group's last seeds leave no core idle while
     the next group waits.
     """
+    at_once = int(cfg.get("groups_at_once", 1))
+    if at_once < 1:
+        raise StudyError(f"groups_at_once={at_once} is invalid: expected >= 1")
     specs = list(specs)
     failures = sum(run_command(out, s) for s in specs if isinstance(s, CommandSpec))
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
@@ -248,20 +246,17 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
         (group, train_command(cfg, out, group, seeds, overrides))
         for (group, overrides), seeds in groups.items()
     ]
-    at_once = int(cfg.get("groups_at_once", 1))
-    if at_once < 1:
-        raise StudyError(f"groups_at_once={at_once} is invalid: expected >= 1")
     with ThreadPoolExecutor(max_workers=at_once) as pool:
-        failures += sum(pool.map(lambda gc: launch_group(*gc), commands))
+        failures += sum(pool.map(lambda gc: run_logged(*gc, "egrl-train -m"), commands))
     return failures
 
 
-def launch_group(group: str, cmd: Sequence[str]) -> int:
-    """Run one group's ``egrl-train -m`` command; returns 1 if it failed, else 0."""
-    log.info("launching %s", " ".join(shlex.quote(c) for c in cmd))
-    status = subprocess.run(list(cmd), check=False).returncode
+def run_logged(label: str, argv: Sequence[str], what: str) -> int:
+    """Run ``argv`` (a step of the study named ``label``), logged; 1 if it failed, else 0."""
+    log.info("running %s", " ".join(shlex.quote(c) for c in argv))
+    status = subprocess.run(list(argv), check=False).returncode
     if status != 0:
-        log.warning("%s: egrl-train -m exited with status %d; some runs failed", group, status)
+        log.warning("%s: %s exited with status %d", label, what, status)
         return 1
     return 0
 
