@@ -87,7 +87,11 @@ def load_plan(name: str, overrides: Sequence[str] = ()) -> DictConfig:
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise StudyError(f"{bad[0]!r} is not KEY=VALUE")
-    return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    at_once = cfg.get("groups_at_once")
+    if not isinstance(at_once, int) or isinstance(at_once, bool) or at_once < 1:
+        raise StudyError(f"groups_at_once={at_once} is invalid: expected an integer >= 1")
+    return cfg
 
 
 def study_module(cfg: DictConfig) -> ModuleType:
@@ -229,9 +233,6 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
     other): with ``n_jobs`` runs per group, a group's last seeds leave no core idle while
     the next group waits.
     """
-    at_once = int(cfg.get("groups_at_once", 1))
-    if at_once < 1:
-        raise StudyError(f"groups_at_once={at_once} is invalid: expected >= 1")
     specs = list(specs)
     failures = sum(run_command(out, s) for s in specs if isinstance(s, CommandSpec))
     groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
@@ -246,7 +247,7 @@ def launch(cfg: DictConfig, out: Path, specs: Iterable[RunSpec | CommandSpec]) -
         (group, train_command(cfg, out, group, seeds, overrides))
         for (group, overrides), seeds in groups.items()
     ]
-    with ThreadPoolExecutor(max_workers=at_once) as pool:
+    with ThreadPoolExecutor(max_workers=int(cfg.groups_at_once)) as pool:
         failures += sum(pool.map(lambda gc: run_logged(*gc, "egrl-train -m"), commands))
     return failures
 

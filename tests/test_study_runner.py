@@ -103,9 +103,8 @@ def test_groups_at_once_launches_groups_side_by_side(tmp_path, monkeypatch):
     cfg = runner.load_plan(str(plan_file(tmp_path)), ["agents=[random,sa]", "groups_at_once=2"])
     assert runner.run_stages(cfg, tmp_path / "out") == 1
     assert sorted(started) == ["agent=random", "agent=sa"]  # the second stage waits on seed0
-    cfg = runner.load_plan(str(plan_file(tmp_path)), ["groups_at_once=0"])
     with pytest.raises(runner.StudyError, match="groups_at_once=0 is invalid"):
-        runner.run_stages(cfg, tmp_path / "out")
+        runner.load_plan(str(plan_file(tmp_path)), ["groups_at_once=0"])
 
 
 @pytest.mark.parametrize(
