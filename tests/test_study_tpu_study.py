@@ -106,9 +106,12 @@ def test_correlation_of_return_and_latency(program):
 def test_the_plan_runs_every_agent_for_its_seconds():
     cfg = runner.load_plan("tpu-study")
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
-    groups = {s.group for s in stage}
-    assert "bert-large-op-x8/egrl" not in groups and "bert-base-op-x14/egrl" in groups
-    assert len(stage) == (4 * 5 - 1) * cfg.seeds
+    assert {s.group for s in stage} == {
+        f"{p}/{a}"
+        for p in cfg.problems
+        for a in ("muzero", "muzero-true", "es", "random-legal", "egrl")
+    }
+    assert len(stage) == 4 * 5 * cfg.seeds
     spec = next(s for s in stage if s.group == "gpt2-op-x4/muzero-true")
     assert spec.path == "gpt2-op-x4/muzero-true/seed0"
     for o in (
@@ -116,10 +119,15 @@ def test_the_plan_runs_every_agent_for_its_seconds():
         "workload=gpt2@op",
         "hwmodel.params.repeats=4",
         "agent.dynamics=true",
-        "time_limit_s=60",
+        "time_limit_s=300",
         "record_evaluations=true",
     ):
         assert o in spec.overrides
+    cfg.left_out = {"bert-large-op-x8": ["egrl"]}  # a problem an agent is not run on
+    (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
+    groups = {s.group for s in stage}
+    assert "bert-large-op-x8/egrl" not in groups and "bert-base-op-x14/egrl" in groups
+    assert len(stage) == (4 * 5 - 1) * cfg.seeds
 
 
 def in_time(path) -> dict[str, np.ndarray]:

@@ -133,7 +133,9 @@ def select_action(visits: np.ndarray, temperature: float, rng: np.random.Generat
 def training_loss(net: MuZeroNet, batch: Batch, reward_factor: float) -> dict[str, torch.Tensor]:
     """MuZero's loss over a batch: policy cross-entropy, value and reward squared errors,
     averaged over the ``K + 1`` unroll steps (the latent state's gradient halved at each
-    dynamics step). ``reward_factor`` turns reward targets into the dynamics' units."""
+    dynamics step). ``reward_factor`` turns reward targets into the dynamics' units.
+    Beside the terms, ``entropy``: the predicted policy's mean entropy (nats) at the
+    batch's observed positions, no gradient."""
     vectors = torch.from_numpy(batch.vectors)
     state = net.represent(vectors, torch.from_numpy(batch.grids))
     actions = torch.from_numpy(batch.actions)
@@ -150,10 +152,13 @@ def training_loss(net: MuZeroNet, batch: Batch, reward_factor: float) -> dict[st
             total["reward"] = total["reward"] + ((reward - rewards[:, k]) ** 2).mean()
         logits, value = net.predict(state)
         logp = torch.log_softmax(logits, dim=1)
+        if not k:  # the policy's entropy at the observed positions (a diagnostic)
+            entropy = -(logp.exp() * logp).sum(1).mean().detach()
         total["policy"] = total["policy"] + (-(policies[:, k] * logp).sum(1) * mask[:, k]).mean()
         total["value"] = total["value"] + ((value - values[:, k]) ** 2).mean()
     parts = {key: v / steps for key, v in total.items()}
     parts["loss"] = parts["policy"] + parts["value"] + parts["reward"]
+    parts["entropy"] = entropy
     return parts
 
 
@@ -186,6 +191,8 @@ class MuZeroAgent(GameAgent):
         "policy_loss",
         "value_loss",
         "reward_loss",
+        "policy_entropy",
+        "mean_game_return",
         "temperature",
     )
 
@@ -425,6 +432,8 @@ class MuZeroAgent(GameAgent):
             "policy_loss": losses.get("policy", float("nan")),
             "value_loss": losses.get("value", float("nan")),
             "reward_loss": losses.get("reward", float("nan")),
+            "policy_entropy": losses.get("entropy", float("nan")),
+            "mean_game_return": float(np.mean(returns)),
             "temperature": temp,
         }
 
