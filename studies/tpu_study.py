@@ -20,7 +20,10 @@ by return). From those records:
   heuristic's by latency);
 * **Figure 6**: the correlation of return and latency over the layouts measured on each
   program (Pearson and Spearman), and a scatter plot;
-* a memory-layout figure (Figures 1 and 8) of the heuristic and of the best run.
+* a memory-layout figure (Figures 1 and 8) of the heuristic and of the best run;
+* the layouts each agent played within the budget (games; EGRL's and ES's proposals),
+  and the planners' learning curves (value loss, policy entropy, mean return per game
+  against wall time, from their ``metrics.csv``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,15 @@ RETURN = "game_return"
 #: figures of the section
 CURVES_FIGURE = "tpu_reward_curves.png"
 CORRELATION_FIGURE = "tpu_reward_latency.png"
+LEARNING_FIGURE = "tpu_planner_learning.png"
+#: agents whose ``metrics.csv`` has learning curves (MuZeroAgent's columns)
+PLANNERS = ("muzero", "muzero-true")
+#: the learning curves' columns of ``metrics.csv`` and their axis labels
+LEARNING_COLUMNS = {
+    "value_loss": "value loss",
+    "policy_entropy": "policy entropy (nats)",
+    "mean_game_return": "mean return per game / bound",
+}
 DPI = 120
 
 
@@ -103,6 +115,8 @@ class Trace:
         seconds: the run's time budget (``time_limit_s``).
         bound: the program's return bound.
         best_actions: int64 ``[N]``: the run's best layout by return (None: not recorded).
+        played: layouts answered within the budget, paid or already measured (a game
+            each for the game's agents, a proposal each for EGRL).
     """
 
     problem: str
@@ -114,6 +128,7 @@ class Trace:
     ret: np.ndarray
     latency_s: np.ndarray
     best_actions: np.ndarray | None = None
+    played: int = 0
 
     @property
     def horizon(self) -> float:
@@ -228,17 +243,45 @@ def trace_of(run: Run, problem: str, agent: str, program: ProgramInfo) -> Trace 
     paid = rec.get("paid", np.zeros(0)) > 0
     empty = np.zeros(0)
     seconds = run.config.get("time_limit_s")
+    seconds = math.inf if seconds in (None, "None") else float(seconds)
     return Trace(
         problem=problem,
         agent=agent,
         seed=run.seed,
-        seconds=math.inf if seconds in (None, "None") else float(seconds),
+        seconds=seconds,
         bound=program.bound,
         time_s=rec.get("wall_s", empty)[paid],
         ret=rec.get(RETURN, np.full(len(paid), np.nan))[paid],
         latency_s=rec.get("latency_s", empty)[paid],
         best_actions=best_actions(run, program),
+        played=int((rec.get("wall_s", empty) <= seconds).sum()),
     )
+
+
+@dataclass
+class Learning:
+    """A planner run's learning curves, one value per generation ``[T]``: ``wall_s``
+    and the :data:`LEARNING_COLUMNS` (``mean_game_return`` over the program's bound);
+    generations that learnt nothing (the deadline's) are left out."""
+
+    problem: str
+    agent: str
+    seed: int
+    wall_s: np.ndarray
+    values: dict[str, np.ndarray]
+
+
+def learning_of(run: Run, problem: str, agent: str, bound: float) -> Learning | None:
+    """The learning curves of a planner's run (None: its metrics have none)."""
+    rows = [
+        r for r in RunDir(run.path).read_metrics_rows() if r.get("value_loss") not in (None, "")
+    ]
+    if not rows:
+        return None
+    values = {c: np.array([float(r[c]) for r in rows]) for c in LEARNING_COLUMNS}
+    values["mean_game_return"] = values["mean_game_return"] / bound
+    wall_s = np.array([float(r["wall_s"]) for r in rows])
+    return Learning(problem, agent, run.seed, wall_s, values)
 
 
 def ordered(names: Iterable[str], order: Sequence[str]) -> list[str]:
@@ -326,6 +369,7 @@ class Result:
         speedups: Table 3, per agent.
         correlations: Figure 6, per problem.
         sample: the most layouts per problem in a correlation.
+        learning: the planners' learning curves, per run.
     """
 
     traces: list[Trace]
@@ -335,6 +379,7 @@ class Result:
     speedups: dict[str, Speedups]
     correlations: list[Correlation]
     sample: int = 2000
+    learning: list[Learning] = field(default_factory=list)
 
     def seeds(self) -> int:
         """The most seeds of any problem."""
@@ -345,24 +390,27 @@ class Result:
         return sorted({r.seconds for r in self.traces})
 
 
-def read_traces(out: Path) -> tuple[list[Trace], dict[str, ProgramInfo]]:
-    """Every finished run under ``out`` (``<problem>/<agent>/seed<S>``), by path."""
+def read_traces(out: Path) -> tuple[list[Trace], dict[str, ProgramInfo], list[Learning]]:
+    """Every finished run under ``out`` (``<problem>/<agent>/seed<S>``), by path, and the
+    planners' learning curves."""
     found = read_runs(out)
     for p in found.problems:
         log.warning("%s", p)
-    traces, programs = [], {}
+    traces, programs, learning = [], {}, []
     for run in sorted(found.runs, key=lambda r: str(Path(r.path).relative_to(out))):
         problem, agent = Path(run.path).relative_to(out).parts[:2]
         program = programs.setdefault(problem, program_of(run))
         trace = trace_of(run, problem, agent, program)
         if trace is not None:
             traces.append(trace)
-    return traces, programs
+        if agent in PLANNERS and (curves := learning_of(run, problem, agent, program.bound)):
+            learning.append(curves)
+    return traces, programs, learning
 
 
 def analyse(cfg: DictConfig, out: Path) -> Result:
     """Read every run's layouts and compute Table 2's, Table 3's and Figure 6's numbers."""
-    traces, programs = read_traces(Path(out))
+    traces, programs, learning = read_traces(Path(out))
     if not traces:
         raise StudyError(f"tpu-study: no run under {out}")
     problems = ordered({r.problem for r in traces}, list(cfg.problems))
@@ -376,6 +424,7 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
         speedups(traces, programs),
         correlations(traces, programs, problems, sample),
         sample,
+        learning,
     )
 
 
@@ -392,6 +441,18 @@ def table2_markdown(result: Result) -> str:
         rows.append([p, f"{program.buffers:,}", *cells, f"{program.heuristic_return:.4f}"])
     header = ["program", "buffers", *result.agents, HEURISTIC]
     return markdown_table(header, rows)
+
+
+def played_markdown(result: Result) -> str:
+    """Layouts played within the budget per run: median [min-max] per problem and agent."""
+    rows = []
+    for p in result.problems:
+        cells = []
+        for a in result.agents:
+            n = [r.played for r in result.traces if r.problem == p and r.agent == a]
+            cells.append(f"{np.median(n):,.0f} [{min(n):,}-{max(n):,}]" if n else "-")
+        rows.append([p, *cells])
+    return markdown_table(["program", *result.agents], rows)
 
 
 def table3_markdown(result: Result) -> str:
@@ -453,6 +514,38 @@ def plot_curves(result: Result, path: Path) -> Path:
         ax.legend(fontsize=7, loc="lower right")
     for ax in list(axes.flat)[len(problems) :]:
         ax.axis("off")
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=DPI)
+
+
+def plot_learning(result: Result, path: Path) -> Path | None:
+    """The planners' learning curves: one row per problem, one column per
+    :data:`LEARNING_COLUMNS`, each run a line against wall time (None: no curves)."""
+    problems = [p for p in result.problems if any(c.problem == p for c in result.learning)]
+    if not problems:
+        return None
+    plt = pyplot()
+    cols = len(LEARNING_COLUMNS)
+    fig, axes = plt.subplots(
+        len(problems), cols, figsize=(4.2 * cols, 3.0 * len(problems)), squeeze=False
+    )
+    colours = {a: f"C{i}" for i, a in enumerate(PLANNERS)}
+    for row, p in zip(axes, problems):
+        for ax, (column, label) in zip(row, LEARNING_COLUMNS.items()):
+            seen = set()
+            for c in (c for c in result.learning if c.problem == p):
+                name = None if c.agent in seen else c.agent
+                seen.add(c.agent)
+                ax.plot(c.wall_s, c.values[column], color=colours.get(c.agent), lw=1, label=name)
+            if column == "value_loss":
+                ax.set_yscale("log")
+            if column == "mean_game_return":
+                h = result.programs[p].heuristic_return
+                ax.axhline(h, color="black", linestyle="--", lw=1, label=HEURISTIC)
+            ax.set_title(f"{p}: {label}", fontsize=9)
+            ax.set_xlabel("wall time (s)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path, dpi=DPI)
 
@@ -535,6 +628,7 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
     correlation = plot_correlation(result.correlations, page.figure(CORRELATION_FIGURE))
     layout_problem = cfg.get("layout_problem") or result.problems[0]
     layouts = plot_layouts(result, layout_problem, page)
+    learning = plot_learning(result, page.figure(LEARNING_FIGURE))
     lines = [
         "## TPU memory mapping: the planner against ES, random play, EGRL and the heuristic",
         "",
@@ -545,6 +639,13 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
         table2_markdown(result),
         "",
         "A `-` is a run that measured no layout within its budget.",
+        "",
+        "### Layouts played within the budget: median [min-max] per run",
+        "",
+        "Every layout an agent answered in its time, paid or already measured: a game "
+        "each for the planner, ES and random play, a proposed map each for EGRL.",
+        "",
+        played_markdown(result),
         "",
         "### Best return against wall time (Figure 5)",
         "",
@@ -576,5 +677,16 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
     ]
     for label, path in layouts.items():
         lines += [f"![{label}]({page.link(path)})", ""]
+    if learning is not None:
+        lines += [
+            "### The planners' learning curves",
+            "",
+            "Per generation of each run (one line per seed): the value loss and the "
+            "predicted policy's entropy over the generation's training steps, and the mean "
+            "return of its games over the bound (the heuristic's dashed).",
+            "",
+            f"![planner learning curves]({page.link(learning)})",
+            "",
+        ]
     lines += reproduce(page.command)
     return "\n".join(lines)

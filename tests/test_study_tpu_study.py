@@ -4,6 +4,7 @@ the smoke preset end to end through the runner, its section checked against its 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -176,6 +177,13 @@ def test_smoke_study_end_to_end(tmp_path):
         paid = rec["paid"] == 1
         pairs |= set(zip(rec["game_return"][paid] / bound, rec["latency_s"][paid]))
     assert f"| {PROBLEM} | {len(pairs)} |" in section
+    # layouts played within the time, paid or not: median [min-max] of the agent's runs
+    played = [
+        int((RunDir(p).read_evaluations()["wall_s"] <= cfg.seconds).sum())
+        for p in runs
+        if p.parent.name == agent
+    ]
+    assert f"| {PROBLEM} | {np.median(played):,.0f} [{min(played):,}-{max(played):,}] |" in section
     for name in ("tpu_reward_curves", "tpu_reward_latency", f"tpu_layout_{PROBLEM}_heuristic"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 5000
         assert f"(figures/{name}.png)" in section
@@ -184,3 +192,27 @@ def test_smoke_study_end_to_end(tmp_path):
     assert runner.run("tpu-study-smoke", [f"out={out}"]) == 0
     assert read_section("tpu-study", cfg.page) == section
     assert OmegaConf.load(out / runner.RECORD_FILE).name == "tpu-study-smoke"
+
+
+def test_learning_curves_read_the_generations_that_learnt(tmp_path, program):
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text(
+        "generation,wall_s,value_loss,policy_entropy,mean_game_return\n"
+        "1,10.0,0.5,1.0,2.0\n"
+        "2,20.0,0.25,0.8,3.0\n"
+        "3,21.0,,,\n"  # the deadline's generation: its games unfinished, nothing learnt
+    )
+    run = SimpleNamespace(path=tmp_path, seed=4)
+    curves = study.learning_of(run, PROBLEM, "muzero", bound=2.0)
+    assert (curves.problem, curves.agent, curves.seed) == (PROBLEM, "muzero", 4)
+    np.testing.assert_array_equal(curves.wall_s, [10.0, 20.0])
+    np.testing.assert_array_equal(curves.values["value_loss"], [0.5, 0.25])
+    np.testing.assert_array_equal(curves.values["policy_entropy"], [1.0, 0.8])
+    np.testing.assert_array_equal(curves.values["mean_game_return"], [1.0, 1.5])
+    metrics.write_text("generation,wall_s,value_loss\n1,1.0,\n")
+    assert study.learning_of(run, PROBLEM, "muzero", bound=2.0) is None
+    result = result_of(hand_made(program.heuristic_latency_s), program)
+    assert study.plot_learning(result, tmp_path / "none.png") is None
+    result.learning = [curves]
+    path = study.plot_learning(result, tmp_path / "learning.png")
+    assert path.stat().st_size > 5000
