@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from egrl.heap import keep_freed_memory
 from egrl.transfer import WHICH, evaluate_run
 
 PRETRAIN = "pretrain"
@@ -125,6 +126,7 @@ def pretrain_main(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    keep_freed_memory()  # as egrl-train: large learner updates and evaluations reuse pages
     if argv and argv[0] == PRETRAIN:
         return pretrain_main(argv[1:])
     return evaluate_main(argv)
