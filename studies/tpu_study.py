@@ -21,8 +21,10 @@ by return). From those records:
 * **Figure 6**: the correlation of return and latency over the layouts measured on each
   program (Pearson and Spearman), and a scatter plot;
 * a memory-layout figure (Figures 1 and 8) of the heuristic and of the best run;
-* the layouts each agent played within the budget (games; EGRL's and ES's proposals),
-  and the planners' learning curves (value loss, policy entropy, mean return per game
+* the layouts each agent played within the budget (games; EGRL's proposals) and paid
+  for (the distinct ones), the best return of each run's first M paid layouts (M the
+  fewest any run on the program paid: the agents per measurement), and the planners'
+  learning curves (value loss, policy entropy, mean return per game
   against wall time, from their ``metrics.csv``).
 """
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -145,6 +147,17 @@ class Trace:
         """Best normalised return within the budget (NaN: no layout in time)."""
         ok = self.within()
         return float(self.ret[ok].max() / self.bound) if ok.any() else math.nan
+
+    @property
+    def paid(self) -> int:
+        """Distinct layouts it paid to measure within the budget."""
+        return int(self.within().sum())
+
+    def best_of_first(self, count: int) -> float:
+        """Best normalised return of its first ``count`` paid layouts within the budget
+        (NaN: none)."""
+        ret = self.ret[self.within()][:count]
+        return float(ret.max() / self.bound) if ret.size else math.nan
 
     def best_latency(self) -> float:
         """Latency of the best layout by return within the budget (NaN: none)."""
@@ -443,16 +456,38 @@ def table2_markdown(result: Result) -> str:
     return markdown_table(header, rows)
 
 
-def played_markdown(result: Result) -> str:
-    """Layouts played within the budget per run: median [min-max] per problem and agent."""
+def counts_markdown(result: Result, count: Callable[[Trace], int]) -> str:
+    """``count`` of each run (layouts played, paid ...): median [min-max] per problem and
+    agent."""
     rows = []
     for p in result.problems:
         cells = []
         for a in result.agents:
-            n = [r.played for r in result.traces if r.problem == p and r.agent == a]
+            n = [count(r) for r in result.traces if r.problem == p and r.agent == a]
             cells.append(f"{np.median(n):,.0f} [{min(n):,}-{max(n):,}]" if n else "-")
         rows.append([p, *cells])
     return markdown_table(["program", *result.agents], rows)
+
+
+def equal_paid(result: Result, problem: str) -> int:
+    """The fewest layouts any run on ``problem`` paid within its budget (0: a run paid
+    none)."""
+    return min(r.paid for r in result.traces if r.problem == problem)
+
+
+def equal_paid_markdown(result: Result) -> str:
+    """Best normalised return of each run's first M paid layouts, M the fewest any run on
+    the problem paid: mean ± std over seeds (runs), per problem and agent."""
+    rows = []
+    for p in result.problems:
+        m = equal_paid(result, p)
+        cells = []
+        for a in result.agents:
+            mine = [r for r in result.traces if r.problem == p and r.agent == a]
+            ms = mean_std([r.best_of_first(m) for r in mine]) if m else mean_std([])
+            cells.append(format_mean_std(ms) + f" ({ms.n})" if ms.n else "-")
+        rows.append([p, f"{m:,}", *cells, f"{result.programs[p].heuristic_return:.4f}"])
+    return markdown_table(["program", "paid layouts M", *result.agents, HEURISTIC], rows)
 
 
 def table3_markdown(result: Result) -> str:
@@ -640,12 +675,24 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
         "",
         "A `-` is a run that measured no layout within its budget.",
         "",
-        "### Layouts played within the budget: median [min-max] per run",
+        "### Layouts played and paid within the budget: median [min-max] per run",
         "",
-        "Every layout an agent answered in its time, paid or already measured: a game "
-        "each for the planner, ES and random play, a proposed map each for EGRL.",
+        "Played: every layout an agent answered in its time, paid or already measured "
+        "(a game each for the planner, ES and random play, a proposed map each for EGRL).",
         "",
-        played_markdown(result),
+        counts_markdown(result, lambda r: r.played),
+        "",
+        "Paid: the distinct layouts among them (a layout is measured once per run).",
+        "",
+        counts_markdown(result, lambda r: r.paid),
+        "",
+        "### At equal paid layouts: mean ± std over seeds (runs)",
+        "",
+        "The best return of each run's first M paid layouts over the bound, M the fewest "
+        "any run on the program paid in its time: what each agent found per measurement, "
+        "where a measurement is what a real chip charges for.",
+        "",
+        equal_paid_markdown(result),
         "",
         "### Best return against wall time (Figure 5)",
         "",

@@ -82,6 +82,30 @@ def test_final_return_counts_only_the_budget_and_curves_step(program):
     assert "| 0.2000 ± 0.0000 (1) | - |" in table
 
 
+def test_layouts_played_paid_and_the_best_at_equal_paid_layouts(program):
+    traces = hand_made(program.heuristic_latency_s)
+    for t, played in zip(traces, (5, 2, 40, 3)):
+        t.played = played
+    assert [t.paid for t in traces] == [2, 2, 1, 0]
+    assert traces[0].best_of_first(1) == 0.25 and traces[0].best_of_first(9) == 0.5
+    result = result_of(traces, program)
+    played = study.counts_markdown(result, lambda r: r.played)
+    assert "| resnet50-op | 4 [2-5] | 22 [3-40] |" in played
+    assert "| resnet50-op | 2 [2-2] | 0 [0-1] |" in study.counts_markdown(result, lambda r: r.paid)
+    # a run that paid nothing in time: no comparison at equal paid layouts
+    assert study.equal_paid(result, PROBLEM) == 0
+    assert f"| resnet50-op | 0 | - | - | {program.heuristic_return:.4f} |" in (
+        study.equal_paid_markdown(result)
+    )
+    # without it, M = 1: each run's first paid layout
+    result = result_of(traces[:3], program)
+    assert study.equal_paid(result, PROBLEM) == 1
+    mz = format_mean_std([0.25, 0.1])
+    assert f"| resnet50-op | 1 | {mz} (2) | 0.2000 ± 0.0000 (1) |" in (
+        study.equal_paid_markdown(result)
+    )
+
+
 def test_speedups_alone_and_as_the_prod_hybrid(program):
     h = program.heuristic_latency_s
     speed = study.speedups(hand_made(h), {PROBLEM: program})
