@@ -383,6 +383,8 @@ class Result:
         correlations: Figure 6, per problem.
         sample: the most layouts per problem in a correlation.
         learning: the planners' learning curves, per run.
+        missing: the plan's groups (``problem/agent``) with fewer finished runs than its
+            seeds, each with how many it has (a study stopped before them).
     """
 
     traces: list[Trace]
@@ -393,6 +395,7 @@ class Result:
     correlations: list[Correlation]
     sample: int = 2000
     learning: list[Learning] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
 
     def seeds(self) -> int:
         """The most seeds of any problem."""
@@ -421,6 +424,21 @@ def read_traces(out: Path) -> tuple[list[Trace], dict[str, ProgramInfo], list[Le
     return traces, programs, learning
 
 
+def missing_groups(cfg: DictConfig, traces: Sequence[Trace]) -> list[str]:
+    """The plan's ``problem/agent`` groups with fewer finished runs than ``cfg.seeds``,
+    as ``"problem/agent (k of n runs)"``."""
+    have: dict[str, int] = {}
+    for r in traces:
+        have[group(r.problem, r.agent)] = have.get(group(r.problem, r.agent), 0) + 1
+    wanted = int(cfg.seeds)
+    return [
+        f"{name} ({have.get(name, 0)} of {wanted} runs)"
+        for p in cfg.problems
+        for a in agents_of(cfg, p)
+        if have.get(name := group(p, a), 0) < wanted
+    ]
+
+
 def analyse(cfg: DictConfig, out: Path) -> Result:
     """Read every run's layouts and compute Table 2's, Table 3's and Figure 6's numbers."""
     traces, programs, learning = read_traces(Path(out))
@@ -438,6 +456,7 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
         correlations(traces, programs, problems, sample),
         sample,
         learning,
+        missing_groups(cfg, traces),
     )
 
 
@@ -669,6 +688,15 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
         "",
         intro(result, page.machine),
         "",
+        *(
+            [
+                "Not in this section yet (the study was stopped before these runs; its "
+                "command continues it): " + ", ".join(result.missing) + ".",
+                "",
+            ]
+            if result.missing
+            else []
+        ),
         "### Final normalised return (Table 2): mean ± std over seeds (runs)",
         "",
         table2_markdown(result),

@@ -148,6 +148,13 @@ def test_the_plan_runs_every_agent_for_its_seconds():
         "record_evaluations=true",
     ):
         assert o in spec.overrides
+    # the groups a report lacks: every group without its seeds' runs
+    traces = [trace("muzero", 0, [], [], []), trace("es", 0, [], [], [])]
+    for t in traces:
+        t.problem = "gpt2-op-x4"
+    missing = study.missing_groups(cfg, traces)
+    assert len(missing) == 4 * 5 and "gpt2-op-x4/muzero (1 of 3 runs)" in missing
+    assert "resnet50-op/egrl (0 of 3 runs)" in missing
     cfg.left_out = {"bert-large-op-x8": ["egrl"]}  # a problem an agent is not run on
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
     groups = {s.group for s in stage}
@@ -212,6 +219,7 @@ def test_smoke_study_end_to_end(tmp_path):
         assert (out / "figures" / f"{name}.png").stat().st_size > 5000
         assert f"(figures/{name}.png)" in section
     assert "python -m studies run tpu-study-smoke" in section
+    assert "Not in this section yet" not in section  # every run of the plan is in it
     # run again: every run has finished, nothing is launched, the same section
     assert runner.run("tpu-study-smoke", [f"out={out}"]) == 0
     assert read_section("tpu-study", cfg.page) == section
