@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -46,7 +47,7 @@ from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies.render import markdown_table, pyplot, reproduce, save_figure
 from studies.runner import Page, RunSpec, StudyError, read_runs
-from studies.stats import format_mean_std, mean_std
+from studies.stats import format_mean_std, mean_std, median_range
 
 if TYPE_CHECKING:
     from hwmodels.tpu.program import Program as TPUProgram
@@ -401,6 +402,10 @@ class Result:
         """The most seeds of any problem."""
         return max(len({r.seed for r in self.traces if r.problem == p}) for p in self.problems)
 
+    def runs(self, problem: str, agent: str) -> list[Trace]:
+        """The traces of ``agent`` on ``problem``."""
+        return [r for r in self.traces if r.problem == problem and r.agent == agent]
+
     def seconds(self) -> list[float]:
         """The runs' time budgets."""
         return sorted({r.seconds for r in self.traces})
@@ -427,15 +432,13 @@ def read_traces(out: Path) -> tuple[list[Trace], dict[str, ProgramInfo], list[Le
 def missing_groups(cfg: DictConfig, traces: Sequence[Trace]) -> list[str]:
     """The plan's ``problem/agent`` groups with fewer finished runs than ``cfg.seeds``,
     as ``"problem/agent (k of n runs)"``."""
-    have: dict[str, int] = {}
-    for r in traces:
-        have[group(r.problem, r.agent)] = have.get(group(r.problem, r.agent), 0) + 1
+    have = Counter(group(r.problem, r.agent) for r in traces)
     wanted = int(cfg.seeds)
     return [
-        f"{name} ({have.get(name, 0)} of {wanted} runs)"
+        f"{name} ({have[name]} of {wanted} runs)"
         for p in cfg.problems
         for a in agents_of(cfg, p)
-        if have.get(name := group(p, a), 0) < wanted
+        if have[name := group(p, a)] < wanted
     ]
 
 
@@ -467,7 +470,7 @@ def table2_markdown(result: Result) -> str:
     for p in result.problems:
         cells = []
         for a in result.agents:
-            ms = mean_std([r.final() for r in result.traces if r.problem == p and r.agent == a])
+            ms = mean_std([r.final() for r in result.runs(p, a)])
             cells.append(format_mean_std(ms) + f" ({ms.n})" if ms.n else "-")
         program = result.programs[p]
         rows.append([p, f"{program.buffers:,}", *cells, f"{program.heuristic_return:.4f}"])
@@ -477,13 +480,12 @@ def table2_markdown(result: Result) -> str:
 
 def counts_markdown(result: Result, count: Callable[[Trace], int]) -> str:
     """``count`` of each run (layouts played, paid ...): median [min-max] per problem and
-    agent."""
+    agent (one run: its count alone)."""
     rows = []
     for p in result.problems:
         cells = []
         for a in result.agents:
-            n = [count(r) for r in result.traces if r.problem == p and r.agent == a]
-            cells.append(f"{np.median(n):,.0f} [{min(n):,}-{max(n):,}]" if n else "-")
+            cells.append(median_range([count(r) for r in result.runs(p, a)], "{:,.0f}"))
         rows.append([p, *cells])
     return markdown_table(["program", *result.agents], rows)
 
@@ -502,8 +504,7 @@ def equal_paid_markdown(result: Result) -> str:
         m = equal_paid(result, p)
         cells = []
         for a in result.agents:
-            mine = [r for r in result.traces if r.problem == p and r.agent == a]
-            ms = mean_std([r.best_of_first(m) for r in mine]) if m else mean_std([])
+            ms = mean_std([r.best_of_first(m) for r in result.runs(p, a)] if m else [])
             cells.append(format_mean_std(ms) + f" ({ms.n})" if ms.n else "-")
         rows.append([p, f"{m:,}", *cells, f"{result.programs[p].heuristic_return:.4f}"])
     return markdown_table(["program", "paid layouts M", *result.agents, HEURISTIC], rows)
