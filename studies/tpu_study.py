@@ -63,7 +63,6 @@ CURVES_FIGURE = "tpu_reward_curves.png"
 CORRELATION_FIGURE = "tpu_reward_latency.png"
 LEARNING_FIGURE = "tpu_planner_learning.png"
 #: agents whose ``metrics.csv`` has learning curves (MuZeroAgent's columns)
-PLANNERS = ("muzero", "muzero-true")
 #: the learning curves' columns of ``metrics.csv`` and their axis labels
 LEARNING_COLUMNS = {
     "value_loss": "value loss",
@@ -286,9 +285,12 @@ class Learning:
 
 
 def learning_of(run: Run, problem: str, agent: str, bound: float) -> Learning | None:
-    """The learning curves of a planner's run (None: its metrics have none)."""
+    """The learning curves of a planner's run: the rows of its metrics that have every
+    :data:`LEARNING_COLUMNS` (None: it has none, as the agents that do not plan)."""
     rows = [
-        r for r in RunDir(run.path).read_metrics_rows() if r.get("value_loss") not in (None, "")
+        r
+        for r in RunDir(run.path).read_metrics_rows()
+        if all(r.get(c) not in (None, "") for c in LEARNING_COLUMNS)
     ]
     if not rows:
         return None
@@ -424,7 +426,7 @@ def read_traces(out: Path) -> tuple[list[Trace], dict[str, ProgramInfo], list[Le
         trace = trace_of(run, problem, agent, program)
         if trace is not None:
             traces.append(trace)
-        if agent in PLANNERS and (curves := learning_of(run, problem, agent, program.bound)):
+        if curves := learning_of(run, problem, agent, program.bound):
             learning.append(curves)
     return traces, programs, learning
 
@@ -584,7 +586,7 @@ def plot_learning(result: Result, path: Path) -> Path | None:
     fig, axes = plt.subplots(
         len(problems), cols, figsize=(4.2 * cols, 3.0 * len(problems)), squeeze=False
     )
-    colours = {a: f"C{i}" for i, a in enumerate(PLANNERS)}
+    colours = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(c.agent for c in result.learning))}
     for row, p in zip(axes, problems):
         for ax, (column, label) in zip(row, LEARNING_COLUMNS.items()):
             seen = set()
@@ -677,6 +679,18 @@ def intro(result: Result, machine: str) -> str:
     )
 
 
+def agents_line(cfg: DictConfig, result: Result) -> str:
+    """The agents of the section with their egrl-train overrides, in the plan's order."""
+    present = {r.agent for r in result.traces}
+    names = ordered(present, list(cfg.agents))
+    over = cfg.get("agent_overrides") or {}
+    return (
+        "Agents (egrl-train overrides): "
+        + "; ".join(f"`{a}` (`{' '.join(over.get(a, []))}`)" for a in names)
+        + "."
+    )
+
+
 def render(cfg: DictConfig, result: Result, page: Page) -> str:
     """The ``tpu-study`` section: Tables 2 and 3, Figures 5, 6, 1 and 8."""
     curves = plot_curves(result, page.figure(CURVES_FIGURE))
@@ -688,6 +702,8 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
         "## TPU memory mapping: the planner against ES, random play, EGRL and the heuristic",
         "",
         intro(result, page.machine),
+        "",
+        agents_line(cfg, result),
         "",
         *(
             [

@@ -128,15 +128,14 @@ def test_correlation_of_return_and_latency(program):
     assert abs(c.spearman) < 0.5
 
 
+AGENTS = ("muzero", "muzero-true", "muzero-less-learning", "es", "random-legal", "egrl")
+
+
 def test_the_plan_runs_every_agent_for_its_seconds():
     cfg = runner.load_plan("tpu-study")
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
-    assert {s.group for s in stage} == {
-        f"{p}/{a}"
-        for p in cfg.problems
-        for a in ("muzero", "muzero-true", "es", "random-legal", "egrl")
-    }
-    assert len(stage) == 4 * 5 * cfg.seeds
+    assert {s.group for s in stage} == {f"{p}/{a}" for p in cfg.problems for a in AGENTS}
+    assert len(stage) == 4 * len(AGENTS) * cfg.seeds
     spec = next(s for s in stage if s.group == "gpt2-op-x4/muzero-true")
     assert spec.path == "gpt2-op-x4/muzero-true/seed0"
     for o in (
@@ -148,18 +147,20 @@ def test_the_plan_runs_every_agent_for_its_seconds():
         "record_evaluations=true",
     ):
         assert o in spec.overrides
+    spec = next(s for s in stage if s.group == "resnet50-op/muzero-less-learning")
+    assert {"agent=muzero", "agent.updates_per_move=0.02"} <= set(spec.overrides)
     # the groups a report lacks: every group without its seeds' runs
     traces = [trace("muzero", 0, [], [], []), trace("es", 0, [], [], [])]
     for t in traces:
         t.problem = "gpt2-op-x4"
     missing = study.missing_groups(cfg, traces)
-    assert len(missing) == 4 * 5 and "gpt2-op-x4/muzero (1 of 3 runs)" in missing
+    assert len(missing) == 4 * len(AGENTS) and "gpt2-op-x4/muzero (1 of 3 runs)" in missing
     assert "resnet50-op/egrl (0 of 3 runs)" in missing
     cfg.left_out = {"bert-large-op-x8": ["egrl"]}  # a problem an agent is not run on
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
     groups = {s.group for s in stage}
     assert "bert-large-op-x8/egrl" not in groups and "bert-base-op-x14/egrl" in groups
-    assert len(stage) == (4 * 5 - 1) * cfg.seeds
+    assert len(stage) == (4 * len(AGENTS) - 1) * cfg.seeds
 
 
 def in_time(path) -> dict[str, np.ndarray]:
@@ -220,6 +221,7 @@ def test_smoke_study_end_to_end(tmp_path):
         assert (out / "figures" / f"{name}.png").stat().st_size > 5000
         assert f"(figures/{name}.png)" in section
     assert "python -m studies run tpu-study-smoke" in section
+    assert "Agents (egrl-train overrides): `random-legal` (`agent=random-legal`)." in section
     assert "Not in this section yet" not in section  # every run of the plan is in it
     # run again: every run has finished, nothing is launched, the same section
     assert runner.run("tpu-study-smoke", [f"out={out}"]) == 0
@@ -244,6 +246,8 @@ def test_learning_curves_read_the_generations_that_learnt(tmp_path, program):
     np.testing.assert_array_equal(curves.values["mean_game_return"], [1.0, 1.5])
     metrics.write_text("generation,wall_s,value_loss\n1,1.0,\n")
     assert study.learning_of(run, PROBLEM, "muzero", bound=2.0) is None
+    metrics.write_text("generation,wall_s,value_loss\n1,1.0,0.5\n")  # no entropy, return
+    assert study.learning_of(run, PROBLEM, "es", bound=2.0) is None
     result = result_of(hand_made(program.heuristic_latency_s), program)
     assert study.plot_learning(result, tmp_path / "none.png") is None
     result.learning = [curves]
