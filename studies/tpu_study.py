@@ -62,7 +62,6 @@ RETURN = "game_return"
 CURVES_FIGURE = "tpu_reward_curves.png"
 CORRELATION_FIGURE = "tpu_reward_latency.png"
 LEARNING_FIGURE = "tpu_planner_learning.png"
-#: agents whose ``metrics.csv`` has learning curves (MuZeroAgent's columns)
 #: the learning curves' columns of ``metrics.csv`` and their axis labels
 LEARNING_COLUMNS = {
     "value_loss": "value loss",
@@ -586,7 +585,8 @@ def plot_learning(result: Result, path: Path) -> Path | None:
     fig, axes = plt.subplots(
         len(problems), cols, figsize=(4.2 * cols, 3.0 * len(problems)), squeeze=False
     )
-    colours = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(c.agent for c in result.learning))}
+    planners = ordered({c.agent for c in result.learning}, result.agents)
+    colours = {a: f"C{i}" for i, a in enumerate(planners)}
     for row, p in zip(axes, problems):
         for ax, (column, label) in zip(row, LEARNING_COLUMNS.items()):
             seen = set()
@@ -681,12 +681,10 @@ def intro(result: Result, machine: str) -> str:
 
 def agents_line(cfg: DictConfig, result: Result) -> str:
     """The agents of the section with their egrl-train overrides, in the plan's order."""
-    present = {r.agent for r in result.traces}
-    names = ordered(present, list(cfg.agents))
     over = cfg.get("agent_overrides") or {}
     return (
         "Agents (egrl-train overrides): "
-        + "; ".join(f"`{a}` (`{' '.join(over.get(a, []))}`)" for a in names)
+        + "; ".join(f"`{a}` (`{' '.join(over.get(a, []))}`)" for a in result.agents)
         + "."
     )
 
