@@ -128,14 +128,25 @@ def test_correlation_of_return_and_latency(program):
     assert abs(c.spearman) < 0.5
 
 
-AGENTS = ("muzero", "muzero-true", "muzero-less-learning", "es", "random-legal", "egrl")
+AGENTS = (
+    "muzero",
+    "muzero-true",
+    "muzero-less-learning",
+    "muzero-replay-200k",
+    "es",
+    "random-legal",
+    "egrl",
+)
 
 
 def test_the_plan_runs_every_agent_for_its_seconds():
     cfg = runner.load_plan("tpu-study")
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
-    assert {s.group for s in stage} == {f"{p}/{a}" for p in cfg.problems for a in AGENTS}
-    assert len(stage) == 4 * len(AGENTS) * cfg.seeds
+    # every agent on every program, but the larger replay buffer on resnet50-op (where
+    # the default one already holds 16 games)
+    everywhere = {f"{p}/{a}" for p in cfg.problems for a in AGENTS}
+    assert {s.group for s in stage} == everywhere - {"resnet50-op/muzero-replay-200k"}
+    assert len(stage) == (4 * len(AGENTS) - 1) * cfg.seeds
     spec = next(s for s in stage if s.group == "gpt2-op-x4/muzero-true")
     assert spec.path == "gpt2-op-x4/muzero-true/seed0"
     for o in (
@@ -149,12 +160,14 @@ def test_the_plan_runs_every_agent_for_its_seconds():
         assert o in spec.overrides
     spec = next(s for s in stage if s.group == "resnet50-op/muzero-less-learning")
     assert {"agent=muzero", "agent.updates_per_move=0.02"} <= set(spec.overrides)
+    spec = next(s for s in stage if s.group == "gpt2-op-x4/muzero-replay-200k")
+    assert {"agent=muzero", "agent.replay_size=200000"} <= set(spec.overrides)
     # the groups a report lacks: every group without its seeds' runs
     traces = [trace("muzero", 0, [], [], []), trace("es", 0, [], [], [])]
     for t in traces:
         t.problem = "gpt2-op-x4"
     missing = study.missing_groups(cfg, traces)
-    assert len(missing) == 4 * len(AGENTS) and "gpt2-op-x4/muzero (1 of 3 runs)" in missing
+    assert len(missing) == 4 * len(AGENTS) - 1 and "gpt2-op-x4/muzero (1 of 3 runs)" in missing
     assert "resnet50-op/egrl (0 of 3 runs)" in missing
     cfg.left_out = {"bert-large-op-x8": ["egrl"]}  # a problem an agent is not run on
     (stage,) = list(study.plan(cfg, runner.ROOT / "unused"))
