@@ -62,6 +62,8 @@ RETURN = "game_return"
 CURVES_FIGURE = "tpu_reward_curves.png"
 CORRELATION_FIGURE = "tpu_reward_latency.png"
 LEARNING_FIGURE = "tpu_planner_learning.png"
+#: a table's cell for an agent without runs on a problem (the plan's ``left_out``)
+NOT_RUN = "not run"
 #: the learning curves' columns of ``metrics.csv`` and their axis labels
 LEARNING_COLUMNS = {
     "value_loss": "value loss",
@@ -465,6 +467,11 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
 
 
 # ------------------------------------------------------------------ tables
+def cell(result: Result, problem: str, agent: str, text: str) -> str:
+    """``text``, or :data:`NOT_RUN` where ``agent`` has no run on ``problem``."""
+    return text if result.runs(problem, agent) else NOT_RUN
+
+
 def table2_markdown(result: Result) -> str:
     """Table 2: final normalised return, mean ± std over seeds (n), per problem and agent."""
     rows = []
@@ -472,7 +479,7 @@ def table2_markdown(result: Result) -> str:
         cells = []
         for a in result.agents:
             ms = mean_std([r.final() for r in result.runs(p, a)])
-            cells.append(format_mean_std(ms) + f" ({ms.n})" if ms.n else "-")
+            cells.append(cell(result, p, a, format_mean_std(ms) + f" ({ms.n})" if ms.n else "-"))
         program = result.programs[p]
         rows.append([p, f"{program.buffers:,}", *cells, f"{program.heuristic_return:.4f}"])
     header = ["program", "buffers", *result.agents, HEURISTIC]
@@ -486,7 +493,8 @@ def counts_markdown(result: Result, count: Callable[[Trace], int]) -> str:
     for p in result.problems:
         cells = []
         for a in result.agents:
-            cells.append(median_range([count(r) for r in result.runs(p, a)], "{:,.0f}"))
+            counts = [count(r) for r in result.runs(p, a)]
+            cells.append(cell(result, p, a, median_range(counts, "{:,.0f}")))
         rows.append([p, *cells])
     return markdown_table(["program", *result.agents], rows)
 
@@ -506,7 +514,7 @@ def equal_paid_markdown(result: Result) -> str:
         cells = []
         for a in result.agents:
             ms = mean_std([r.best_of_first(m) for r in result.runs(p, a)] if m else [])
-            cells.append(format_mean_std(ms) + f" ({ms.n})" if ms.n else "-")
+            cells.append(cell(result, p, a, format_mean_std(ms) + f" ({ms.n})" if ms.n else "-"))
         rows.append([p, f"{m:,}", *cells, f"{result.programs[p].heuristic_return:.4f}"])
     return markdown_table(["program", "paid layouts M", *result.agents, HEURISTIC], rows)
 
@@ -716,7 +724,8 @@ def render(cfg: DictConfig, result: Result, page: Page) -> str:
         "",
         table2_markdown(result),
         "",
-        "A `-` is a run that measured no layout within its budget.",
+        "A `-` is a run that measured no layout within its budget; `not run`: the plan "
+        "leaves the agent out of that program (`left_out`).",
         "",
         "### Layouts played and paid within the budget: median [min-max] per run",
         "",

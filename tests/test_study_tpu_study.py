@@ -80,6 +80,11 @@ def test_final_return_counts_only_the_budget_and_curves_step(program):
     table = study.table2_markdown(result_of(traces + none, program))
     assert table.splitlines()[0].endswith("| muzero-true | heuristic |")
     assert "| 0.2000 ± 0.0000 (1) | - |" in table
+    # an agent of the section without runs on a problem (left out there): "not run"
+    result = result_of(traces, program)
+    result.agents = [*result.agents, "egrl"]
+    assert "| 0.2000 ± 0.0000 (1) | not run |" in study.table2_markdown(result)
+    assert study.counts_markdown(result, lambda r: 1).splitlines()[-1].endswith("| not run |")
 
 
 def test_layouts_played_paid_and_the_best_at_equal_paid_layouts(program):
