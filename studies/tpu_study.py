@@ -467,9 +467,10 @@ def analyse(cfg: DictConfig, out: Path) -> Result:
 
 
 # ------------------------------------------------------------------ tables
-def cell(result: Result, problem: str, agent: str, text: str) -> str:
-    """``text``, or :data:`NOT_RUN` where ``agent`` has no run on ``problem``."""
-    return text if result.runs(problem, agent) else NOT_RUN
+def mean_std_cell(values: Sequence[float]) -> str:
+    """``mean ± std (n)`` of ``values`` (NaN aside; ``-``: none)."""
+    ms = mean_std(values)
+    return format_mean_std(ms) + f" ({ms.n})" if ms.n else "-"
 
 
 def table2_markdown(result: Result) -> str:
@@ -478,8 +479,8 @@ def table2_markdown(result: Result) -> str:
     for p in result.problems:
         cells = []
         for a in result.agents:
-            ms = mean_std([r.final() for r in result.runs(p, a)])
-            cells.append(cell(result, p, a, format_mean_std(ms) + f" ({ms.n})" if ms.n else "-"))
+            runs = result.runs(p, a)
+            cells.append(mean_std_cell([r.final() for r in runs]) if runs else NOT_RUN)
         program = result.programs[p]
         rows.append([p, f"{program.buffers:,}", *cells, f"{program.heuristic_return:.4f}"])
     header = ["program", "buffers", *result.agents, HEURISTIC]
@@ -493,8 +494,8 @@ def counts_markdown(result: Result, count: Callable[[Trace], int]) -> str:
     for p in result.problems:
         cells = []
         for a in result.agents:
-            counts = [count(r) for r in result.runs(p, a)]
-            cells.append(cell(result, p, a, median_range(counts, "{:,.0f}")))
+            runs = result.runs(p, a)
+            cells.append(median_range([count(r) for r in runs], "{:,.0f}") if runs else NOT_RUN)
         rows.append([p, *cells])
     return markdown_table(["program", *result.agents], rows)
 
@@ -513,8 +514,9 @@ def equal_paid_markdown(result: Result) -> str:
         m = equal_paid(result, p)
         cells = []
         for a in result.agents:
-            ms = mean_std([r.best_of_first(m) for r in result.runs(p, a)] if m else [])
-            cells.append(cell(result, p, a, format_mean_std(ms) + f" ({ms.n})" if ms.n else "-"))
+            runs = result.runs(p, a)
+            best = [r.best_of_first(m) for r in runs] if m else []
+            cells.append(mean_std_cell(best) if runs else NOT_RUN)
         rows.append([p, f"{m:,}", *cells, f"{result.programs[p].heuristic_return:.4f}"])
     return markdown_table(["program", "paid layouts M", *result.agents, HEURISTIC], rows)
 
