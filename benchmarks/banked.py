@@ -51,8 +51,8 @@ def agent_mapping(env, budget: int, seed: int) -> tuple[np.ndarray, dict]:
     """The best map of an EA run (population only) of ``budget`` paid measurements."""
     import torch
 
+    from egrl.agents.egrl.trainer import Trainer
     from egrl.config import from_mapping
-    from egrl.trainer import Trainer
 
     torch.set_num_threads(1)
     cfg = from_mapping(

@@ -9,11 +9,13 @@ runs on: NNP-I, multi-chip, the TPU game, banked, the external example chip; zer
 fine-tuning from the EGRL run's policies; a screening run; a resumed run), each with
 ``record_evaluations=true``, and writes ``hashes.json``: the SHA-256 of
 
-- ``metrics.csv`` without its timing columns (``wall_s`` and ``t_*``),
-- ``best_mapping.json``,
+- ``metrics.csv`` without its timing columns (``wall_s``, ``t_*`` and rates ``*_per_s``),
+- ``best_mapping.json``, with the output folder's path written as ``{out}``,
 - ``evaluations.csv`` without its wall-clock column (``wall_s``),
 
-per case. ``compare`` prints the cases whose files differ and exits 1 if any does. The
+per case. ``compare`` hashes both folders' run directories again (so that a change of the
+hashing applies to old folders too), prints the cases whose files differ and exits 1 if
+any does. The
 run directories stay under ``--out`` (they also serve to check that the new code resumes
 and reads the old ones).
 """
@@ -123,17 +125,23 @@ def csv_without(path: Path, drop) -> str:
     return out.getvalue()
 
 
+def is_timing(column: str) -> bool:
+    """A wall-clock column of metrics.csv: ``wall_s``, a phase's ``t_*``, a rate ``*_per_s``."""
+    return column == "wall_s" or column.startswith("t_") or column.endswith("_per_s")
+
+
 def digests(run_dir: Path) -> dict[str, str]:
-    """SHA-256 of the run's deterministic outputs (timing columns left out)."""
+    """SHA-256 of the run's deterministic outputs (timing columns left out, the output
+    folder's path written as ``{out}``)."""
 
     def sha(text: str) -> str:
         return hashlib.sha256(text.encode()).hexdigest()
 
     out = {
-        "metrics.csv": sha(
-            csv_without(run_dir / "metrics.csv", lambda c: c == "wall_s" or c.startswith("t_"))
+        "metrics.csv": sha(csv_without(run_dir / "metrics.csv", is_timing)),
+        "best_mapping.json": sha(
+            (run_dir / "best_mapping.json").read_text().replace(str(run_dir.parent), "{out}")
         ),
-        "best_mapping.json": sha((run_dir / "best_mapping.json").read_text()),
     }
     evaluations = run_dir / "evaluations.csv"
     if evaluations.exists():
@@ -163,9 +171,14 @@ def run_all(out: Path, only: list[str] | None) -> None:
     (out / "hashes.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
+def rehash(folder: Path) -> dict[str, dict]:
+    """The digests of every case under ``folder`` (the cases its ``hashes.json`` names)."""
+    cases = json.loads((folder / "hashes.json").read_text())
+    return {name: digests(folder / name) for name in cases}
+
+
 def compare(before: Path, after: Path) -> int:
-    old = json.loads((before / "hashes.json").read_text())
-    new = json.loads((after / "hashes.json").read_text())
+    old, new = rehash(before), rehash(after)
     differ = 0
     for name in sorted(set(old) | set(new)):
         if old.get(name) == new.get(name):

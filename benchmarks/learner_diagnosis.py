@@ -42,9 +42,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from egrl.agents import make_agent
+from egrl.agents.egrl.sac import SACDiscrete, masked_log_probs
 from egrl.config import from_mapping
 from egrl.env import make_env
-from egrl.sac import SACDiscrete, masked_log_probs
 
 log = logging.getLogger("learner_diagnosis")
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

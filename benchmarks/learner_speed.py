@@ -58,8 +58,8 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from egrl import make_env
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACDiscrete
-from egrl.sac import SACConfig
+from egrl.agents.egrl.sac import SACDiscrete
+from egrl.agents.egrl.sac import SACConfig
 workload, count, repeats, compiled = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 config = SACConfig(**json.loads(sys.argv[5]))
 env = make_env("nnpi", workload)

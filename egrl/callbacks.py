@@ -152,7 +152,7 @@ class MetricsFile(Callback):
 
 class PolicySnapshots(Callback):
     """Every ``every`` generations and at the end, the agent's GNN policies
-    (``agent.save_policy_snapshot()``: :class:`egrl.trainer.Trainer`) for ``egrl-transfer``."""
+    (``agent.save_policy_snapshot()``: :class:`egrl.agents.egrl.trainer.Trainer`) for ``egrl-transfer``."""
 
     def __init__(self, every: int) -> None:
         self.every = max(1, int(every))

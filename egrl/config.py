@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from egrl.sac import SACConfig
+from egrl.agents.egrl.sac import SACConfig
 from egrl.validation import check_config
 
 
@@ -59,7 +59,7 @@ class LearnerConfig(SACConfig):
 
     The SAC fields (``gamma``, ``lr_actor``, ``lr_critic``, ``alpha``, ``tau``,
     ``reward_scale``, ``batch_size``, ``noise_std``, ... : Table 2 and Appendix D) are
-    inherited from :class:`egrl.sac.SACConfig`; the fields below are the trainer's. An
+    inherited from :class:`egrl.agents.egrl.sac.SACConfig`; the fields below are the trainer's. An
     unknown key is an error (a misspelt hyperparameter must not be ignored).
 
     ``critic_hidden`` and ``critic_depth`` (inherited too) size the twin-Q critic apart

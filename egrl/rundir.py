@@ -9,7 +9,7 @@ A run directory is what ``egrl-train`` (alone or as one job of a multirun) and
     best_mapping.json       the best map and how it was found    (write_best_map / read_best_map)
     speedup.png             best speedup against iterations
     checkpoints/gen_XXXXXX/ the state to resume from             (egrl.checkpoint)
-    policies/iter_XXXXXX.safetensors  GNN policy snapshots       (egrl.transfer.write_snapshot)
+    policies/iter_XXXXXX.safetensors  GNN policy snapshots       (egrl.agents.egrl.transfer.write_snapshot)
     transfer/transfer.csv   zero-shot transfer results (pretraining, egrl-transfer evaluate)
     .hydra/overrides.yaml   the command-line overrides (Hydra)
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
     from torch import Tensor
 
-    from egrl.transfer import Snapshot
+    from egrl.agents.egrl.transfer import Snapshot
 
 #: the resolved config of a run
 CONFIG_FILE = "config.yaml"
@@ -62,7 +62,7 @@ BEST_FILE = "best_mapping.json"
 SPEEDUP_PLOT = "speedup.png"
 #: checkpoints ``gen_XXXXXX`` (:mod:`egrl.checkpoint`)
 CHECKPOINTS_DIR = "checkpoints"
-#: policy snapshots ``iter_XXXXXX.safetensors`` (:func:`egrl.transfer.write_snapshot`)
+#: policy snapshots ``iter_XXXXXX.safetensors`` (:func:`egrl.agents.egrl.transfer.write_snapshot`)
 POLICIES_DIR = "policies"
 SNAPSHOT_GLOB = "iter_*.safetensors"
 #: zero-shot transfer outputs (``transfer.csv``, ``transfer.png``, ``transfer.md``)
@@ -397,7 +397,7 @@ def read_policy(path: str | Path) -> StoredPolicy:
 
 
 def _snapshot_iterations(path: Path) -> int:
-    from egrl.transfer import SnapshotError, read_snapshot
+    from egrl.agents.egrl.transfer import SnapshotError, read_snapshot
 
     try:
         return read_snapshot(path).iterations
@@ -408,7 +408,7 @@ def _snapshot_iterations(path: Path) -> int:
 def _snapshot_policy(path: Path) -> StoredPolicy:
     from safetensors.torch import load_file
 
-    from egrl.transfer import SnapshotError, read_snapshot
+    from egrl.agents.egrl.transfer import SnapshotError, read_snapshot
 
     try:
         snap = read_snapshot(path)

@@ -41,10 +41,10 @@ from omegaconf import DictConfig
 
 import workloads
 import workloads.datasets as ds
+from egrl.agents.egrl.transfer import list_snapshots, read_csv, read_run_info
 from egrl.env import make_env
 from egrl.rundir import RunDir
 from egrl.runs import Problem
-from egrl.transfer import list_snapshots, read_csv, read_run_info
 from studies.mcm_curves import (
     FINETUNE,
     ZERO_SHOT,

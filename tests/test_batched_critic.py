@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch_geometric.nn import global_max_pool, global_mean_pool
 
+from egrl.agents.egrl.sac import SACConfig, SACDiscrete, noisy_one_hot
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACConfig, SACDiscrete, noisy_one_hot
 from policies import TwinQCritic, graph_ops, seeded_init
 from policies.critic import QEncoder
 from policies.graph_ops import (
@@ -131,7 +131,7 @@ def test_egrl_runs_the_same_with_messages_summed_block_by_block(monkeypatch, tmp
     metrics whether the convolutions sum their messages a few edges at a time or all at
     once (the code before :func:`weighted_sum`)."""
     from egrl import make_env
-    from egrl.trainer import Trainer
+    from egrl.agents.egrl.trainer import Trainer
     from tests.test_trainer import read_metrics, small_config
 
     runs = {"blocks": tmp_path / "blocks", "unfused": tmp_path / "unfused"}

@@ -18,6 +18,8 @@ from omegaconf import OmegaConf
 from torch_geometric.data import Data
 
 from egrl import make_env
+from egrl.agents.egrl.sac import SACConfig, SACDiscrete
+from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
 from egrl.config import (
     AgentConfig,
     LearnerConfig,
@@ -27,8 +29,6 @@ from egrl.config import (
     from_mapping,
 )
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACConfig, SACDiscrete
-from egrl.trainer import TIMING_COLUMNS, Trainer
 from egrl.validation import ConfigError
 from policies import TwinQCritic
 from tests.nnpi_workloads import residual

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from egrl import make_env
-from egrl.init_from import check_fits, read_policy
-from egrl.trainer import Trainer
-from egrl.transfer import SnapshotError, list_snapshots, load_actor
+from egrl.agents.egrl.init_from import check_fits, read_policy
+from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.transfer import SnapshotError, list_snapshots, load_actor
 from tests.nnpi_workloads import residual
 from tests.test_cli import assert_refused, egrl_train
 from tests.test_trainer import KIB, small_config, small_env

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from egrl.agents.egrl.trainer import Trainer
 from egrl.callbacks import Callback, Checkpointer, MetricsFile, PolicySnapshots, ProgressBar
-from egrl.trainer import Trainer
 from tests.test_cli import egrl_train_in_process
 from tests.test_trainer import small_config, small_env
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from egrl.agents import make_agent
+from egrl.agents.egrl.trainer import Trainer
 from egrl.config import AgentConfig, TrainConfig
 from egrl.measure_cache import MeasureCache
-from egrl.trainer import Trainer
 from hwmodels.base import Measurement
 from tests.test_trainer import small_config, small_env
 

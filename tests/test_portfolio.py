@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.checkpoint import load_state, save_state
-from egrl.portfolio import LearnerPortfolio
 
 
 def _run(

@@ -12,10 +12,10 @@ import torch
 from omegaconf import OmegaConf
 
 from egrl import rundir
+from egrl.agents.egrl.trainer import Trainer
 from egrl.checkpoint import load_state, policy_weights
 from egrl.rundir import PolicyError, RunDir, is_checkpoint, is_run_dir, read_policy
 from egrl.runs import load_run
-from egrl.trainer import Trainer
 from tests.test_trainer import small_config, small_env
 
 

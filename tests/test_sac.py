@@ -16,9 +16,7 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.data import Data
 
-from egrl.checkpoint import load_state, save_state
-from egrl.replay import ReplayBuffer
-from egrl.sac import (
+from egrl.agents.egrl.sac import (
     SACConfig,
     SACDiscrete,
     decision_entropy,
@@ -26,6 +24,8 @@ from egrl.sac import (
     noisy_one_hot,
     policy_action,
 )
+from egrl.checkpoint import load_state, save_state
+from egrl.replay import ReplayBuffer
 from policies import GraphUNetActor, Policy, TwinQCritic
 from policies.categorical import choice_mask
 

@@ -9,10 +9,10 @@ import torch.nn.functional as F
 
 from egrl import make_env
 from egrl.agents import make_agent
+from egrl.agents.egrl.sac import SACConfig, SACDiscrete
 from egrl.config import ScreenConfig
 from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
-from egrl.sac import SACConfig, SACDiscrete
 from egrl.screening.critic import CriticModel, LearnerCritic
 from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman

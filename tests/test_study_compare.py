@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from egrl.agents.egrl.transfer import read_csv, write_csv
 from egrl.aggregate.summary import GroupStats
 from egrl.rundir import RunDir
 from egrl.runs import load_run
-from egrl.transfer import read_csv, write_csv
 from studies import compare, render, runner
 from studies.compare import FAILS, HOLDS, PARTIAL, UNMEASURED, paper_claims, read_transfer
 

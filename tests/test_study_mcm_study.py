@@ -204,8 +204,8 @@ def test_runs_of_the_former_script_are_not_planned_again(tmp_path):
 
 def test_pretrain_config_carries_the_reward(tmp_path):
     """The study pretrains with reward=repaired: config.yaml records it, the envs use it."""
-    from egrl.pretrain import PretrainConfig, read_config
-    from egrl.transfer import read_run_info
+    from egrl.agents.egrl.pretrain import PretrainConfig, read_config
+    from egrl.agents.egrl.transfer import read_run_info
 
     cfg = PretrainConfig(train=["resnet18"], holdout=[], hwmodel="mcm", reward="repaired")
     RunDir(tmp_path).write_config(cfg.to_dict())

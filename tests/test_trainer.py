@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from egrl import make_env
+from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
 from egrl.runtime import LocalRuntime
-from egrl.trainer import TIMING_COLUMNS, Trainer
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
 
@@ -87,7 +87,7 @@ _CHILD = textwrap.dedent(
     """
     import sys, torch
     torch.set_num_threads(1)
-    from egrl.trainer import Trainer
+    from egrl.agents.egrl.trainer import Trainer
     from tests.test_trainer import small_config, small_env
     Trainer(small_env(), small_config(seed=7, budget=int(sys.argv[2])), sys.argv[1]).run()
     """
@@ -232,8 +232,8 @@ def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
 
 
 def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():
+    from egrl.agents.egrl.sac import SACConfig
     from egrl.config import from_mapping
-    from egrl.sac import SACConfig
 
     cfg = from_mapping({"learner": {"alpha": 0.1, "rollouts": 2}})
     assert isinstance(cfg.learner, SACConfig)

@@ -13,11 +13,9 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from egrl import make_env
-from egrl.cli.transfer import main as transfer_main
-from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
-from egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
-from egrl.trainer import Trainer
-from egrl.transfer import (
+from egrl.agents.egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
+from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.transfer import (
     CSV_COLUMNS,
     SnapshotError,
     evaluate_snapshots,
@@ -27,6 +25,8 @@ from egrl.transfer import (
     read_snapshot,
     write_snapshot,
 )
+from egrl.cli.transfer import main as transfer_main
+from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
 from policies import GraphUNetActor
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import random_dag, residual

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from egrl.agents import make_agent
+from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.warm_start import imitate
 from egrl.config import AgentConfig, TrainConfig
-from egrl.trainer import Trainer
-from egrl.warm_start import imitate
 from policies import GraphUNetActor, seeded_init
 from tests.test_trainer import small_config, small_env
 

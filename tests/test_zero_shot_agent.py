@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from egrl.agents.egrl.transfer import write_snapshot
 from egrl.cli.train import run as train_run
 from egrl.env import make_env
-from egrl.transfer import write_snapshot
 from policies import seeded_init
 from policies.categorical import sample_maps
 from policies.graph_unet import GraphUNetActor

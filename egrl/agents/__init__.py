@@ -2,8 +2,9 @@
 
 Every agent is a :class:`~egrl.agents.base.SearchAgent`: it counts hardware evaluations
 the same way, never exceeds the budget, and writes the same run directory. EGRL and its
-ablations (``ea``: population only, ``pg``: learner only) are :class:`egrl.trainer.Trainer`
-with halves switched off by their configs (``configs/agent/``).
+ablations (``ea``: population only, ``pg``: learner only) are
+:class:`egrl.agents.egrl.trainer.Trainer` with halves switched off by their configs
+(``configs/agent/``); everything EGRL's own lives in :mod:`egrl.agents.egrl`.
 
 >>> from egrl.agents import make_agent, names
 >>> agent = make_agent(env, cfg, run_dir)   # cfg.agent.name picks the class
@@ -14,13 +15,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from egrl.agents.base import Best, SearchAgent
+if TYPE_CHECKING:
+    from egrl.agents.base import Best, SearchAgent
 
 _REGISTRY: dict[str, Callable[..., SearchAgent]] = {}
 #: modules whose import registers agents
 _BUILTIN_MODULES = (
-    "egrl.trainer",
+    "egrl.agents.egrl.trainer",
     "egrl.agents.random_search",
     "egrl.agents.greedy_dp",
     "egrl.agents.annealing",
@@ -68,6 +71,16 @@ def agent_class(name: str) -> type[SearchAgent]:
 def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:
     """The agent ``cfg.agent.name`` on ``env``."""
     return agent_class(cfg.agent.name)(env, cfg, run_dir)
+
+
+def __getattr__(name: str) -> Any:
+    """``Best`` and ``SearchAgent``, imported on first use: the registry itself imports no
+    agent, so the modules below it (configs, the run directory) can import it freely."""
+    if name in ("Best", "SearchAgent"):
+        from egrl.agents import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Best", "SearchAgent", "agent_class", "make_agent", "names", "register_agent"]

@@ -1,7 +1,7 @@
 """Zero-shot: a frozen pretrained GNN policy's maps, as an ``egrl-train`` run.
 
 ``egrl-train agent=zero-shot agent.policy=PATH`` reads a policy snapshot (a
-``.safetensors`` file written by :func:`egrl.transfer.write_snapshot`, or a run directory:
+``.safetensors`` file written by :func:`egrl.agents.egrl.transfer.write_snapshot`, or a run directory:
 its newest snapshot in ``policies/``) and maps the run's workload with it, never updating
 it. The first generation measures the policy's greedy map (the argmax of every decision:
 the zero-shot prediction); every later one draws ``batch`` maps from its softmax with the
@@ -32,11 +32,7 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent, to_numpy_maps
-from egrl.agents.options import check_choice, check_positive, option_error, parse_options
-from egrl.config import TrainConfig
-from egrl.env import Env
-from egrl.rundir import RunDir
-from egrl.transfer import (
+from egrl.agents.egrl.transfer import (
     POLICY_KINDS,
     Snapshot,
     SnapshotError,
@@ -45,6 +41,10 @@ from egrl.transfer import (
     load_actor,
     read_snapshot,
 )
+from egrl.agents.options import check_choice, check_positive, option_error, parse_options
+from egrl.config import TrainConfig
+from egrl.env import Env
+from egrl.rundir import RunDir
 from policies.categorical import sample_maps
 
 log = logging.getLogger(__name__)

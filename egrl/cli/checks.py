@@ -70,8 +70,8 @@ def init_from_problem(task: dict) -> str | None:
     target's decision graph (feature width, choices per head) and the run's policy sizes.
     """
     from egrl.agents import agent_class
-    from egrl.init_from import check_fits, read_policy
-    from egrl.transfer import SnapshotError
+    from egrl.agents.egrl.init_from import check_fits, read_policy
+    from egrl.agents.egrl.transfer import SnapshotError
 
     path = task.get("init_from")
     agent = (task.get("agent") or {}).get("name")
@@ -181,8 +181,8 @@ def build_problems(task: dict) -> list[str]:
     ``+agent.chainz=4`` say, is refused here). About a second on the zoo's workloads.
     """
     from egrl.agents import make_agent
+    from egrl.agents.egrl.transfer import SnapshotError
     from egrl.cli.build import env_from_config, train_config
-    from egrl.transfer import SnapshotError
     from egrl.validation import ConfigError
 
     hwmodel = (task.get("hwmodel") or {}).get("name")

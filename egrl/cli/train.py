@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import workloads
 from egrl.agents import SearchAgent, make_agent
+from egrl.agents.egrl.transfer import SnapshotError
 from egrl.checkpoint import CheckpointError
 from egrl.cli.build import env_from_config, hw_params, train_config
 from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems
@@ -53,7 +54,6 @@ from egrl.loggers import make_loggers
 from egrl.rundir import RunDir, workload_label
 from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
-from egrl.transfer import SnapshotError
 from egrl.units import format_latency
 from egrl.validation import ConfigError
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
+from egrl.agents.egrl.transfer import WHICH, evaluate_run
 from egrl.heap import keep_freed_memory
-from egrl.transfer import WHICH, evaluate_run
 
 PRETRAIN = "pretrain"
 
@@ -70,7 +70,7 @@ def pretrain_main(argv: list[str]) -> int:
     from omegaconf import OmegaConf
 
     import configs
-    from egrl.pretrain import PretrainConfig, pretrain, read_config
+    from egrl.agents.egrl.pretrain import PretrainConfig, pretrain, read_config
 
     parser = argparse.ArgumentParser(
         prog=f"egrl-transfer {PRETRAIN}",

@@ -91,7 +91,7 @@ class LearnerCritic:
     """An agent's learned critic, as its screen reads it.
 
     Args:
-        learners: the agent's learners (:class:`egrl.sac.SACDiscrete`: ``critic``,
+        learners: the agent's learners (:class:`egrl.agents.egrl.sac.SACDiscrete`: ``critic``,
             ``mask``, ``num_updates``).
         graph: the run's decision graph.
         lead: the index of the learner whose critic ranks (the portfolio's lead); None:
@@ -99,7 +99,7 @@ class LearnerCritic:
         chunk: maps per forward pass.
 
     The learner and its critic module are looked up at each use, so a critic a checkpoint
-    rebuilt (:meth:`egrl.sac.SACDiscrete.load_state_dict`) is the one read.
+    rebuilt (:meth:`egrl.agents.egrl.sac.SACDiscrete.load_state_dict`) is the one read.
     """
 
     def __init__(

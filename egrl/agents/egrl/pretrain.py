@@ -1,6 +1,6 @@
 """Pre-training one GNN learner on several workloads at once, for zero-shot transfer.
 
-:class:`MultiWorkloadPretrainer` is the EGRL trainer (:class:`egrl.trainer.Trainer`)
+:class:`MultiWorkloadPretrainer` is the EGRL trainer (:class:`egrl.agents.egrl.trainer.Trainer`)
 without a population, with one discrete-SAC learner (one Graph U-Net actor, one twin-Q
 critic) and several training workloads. One generation::
 
@@ -24,7 +24,7 @@ The budget, ``metrics.csv``, timing, policy snapshots and checkpoints are the tr
 (``egrl-transfer pretrain --resume OUT``) and continues bit for bit. Snapshots of the actor
 (``policies/iter_XXXXXX.safetensors``, key prefix ``learner.``) are taken every
 ``snapshot_every`` generations and at the end, and evaluated zero-shot on the held-out (and
-the training) workloads with :mod:`egrl.transfer`. There is no population here (an
+the training) workloads with :mod:`egrl.agents.egrl.transfer`. There is no population here (an
 evolving population per workload is out of scope).
 """
 
@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
+from egrl.agents.egrl.sac import SACDiscrete
+from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import REWARDS, Env
 from egrl.rundir import CONFIG_FILE, RunDir
 from egrl.runtime import LocalRuntime
 from egrl.runtime.dispatch import Dispatcher
-from egrl.sac import SACDiscrete
-from egrl.trainer import Trainer
-from egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
 
 log = logging.getLogger(__name__)
 

@@ -57,17 +57,17 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
+from egrl.agents.egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
+from egrl.agents.egrl.portfolio import LearnerPortfolio
+from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
+from egrl.agents.egrl.transfer import write_snapshot
+from egrl.agents.egrl.warm_start import warm_start
 from egrl.agents.options import check_start, option_error, parse_options, start_mappings
 from egrl.callbacks import Callback, Checkpointer, PolicySnapshots
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
-from egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
-from egrl.portfolio import LearnerPortfolio
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
-from egrl.sac import SACDiscrete, uniform_entropy
-from egrl.transfer import write_snapshot
-from egrl.warm_start import warm_start
 from policies import GraphUNetActor, seeded_init
 from populations import MixedPopulation
 
@@ -95,7 +95,7 @@ class TrainerOptions:
     Attributes:
         start: the paper's start ``initial`` (alias ``dram``: members and learners as
             initialised, nothing put in), or a map put into the policies before the first
-            generation (:mod:`egrl.warm_start`): ``native`` (the compiler's map),
+            generation (:mod:`egrl.agents.egrl.warm_start`): ``native`` (the compiler's map),
             ``fallback`` (the target's always-valid map) or ``random`` (a uniform random
             map). The map goes into one Boltzmann chromosome and is taught to the first
             ``start_gnns`` GNN members (to the learners' actors when there is no population).
@@ -243,7 +243,7 @@ class Trainer(SearchAgent):
         log.info("GNN policies start from %s", policy.source)
 
     def _warm_start(self) -> None:
-        """Put the start map into the policies (:mod:`egrl.warm_start`)."""
+        """Put the start map into the policies (:mod:`egrl.agents.egrl.warm_start`)."""
         mapping = start_mappings(self.env, self.start, 1, self.rng)[0]
         chromosomes, gnns = None, []
         if self.population is not None:
@@ -574,7 +574,7 @@ class Trainer(SearchAgent):
 
         Keys are prefixed ``learner.`` and ``champion.``; the metadata records the iteration,
         the generation, the policy sizes and the workload(s) it was trained on
-        (:func:`egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
+        (:func:`egrl.agents.egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
         """
         actors: dict[str, torch.nn.Module | dict[str, torch.Tensor]] = {}
         if self.portfolio is not None:

@@ -2,7 +2,7 @@
 
 ``init_from`` names one of:
 
-* a policy snapshot ``RUN/policies/iter_XXXXXX.safetensors`` (:func:`egrl.transfer.write_snapshot`,
+* a policy snapshot ``RUN/policies/iter_XXXXXX.safetensors`` (:func:`egrl.agents.egrl.transfer.write_snapshot`,
   written by ``egrl``, ``pg`` and ``egrl-transfer pretrain`` runs);
 * a run directory: its newest snapshot, or, when it has none, its newest intact checkpoint;
 * a checkpoint directory ``RUN/checkpoints/gen_XXXXXX`` of an ``egrl``/``ea``/``pg`` run
@@ -11,7 +11,7 @@
 
 :func:`read_policy` gives a :class:`TrainedPolicy`; :func:`check_fits` says whether it fits a
 decision graph (feature width, choices of every head) and the run's policy sizes. A
-missing or unfit policy is a :class:`egrl.transfer.SnapshotError` that names it and the
+missing or unfit policy is a :class:`egrl.agents.egrl.transfer.SnapshotError` that names it and the
 mismatch.
 """
 
@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 
 from egrl import rundir
+from egrl.agents.egrl.transfer import POLICY_SIZE_KEYS, SnapshotError
 from egrl.checkpoint import CheckpointError
-from egrl.transfer import POLICY_SIZE_KEYS, SnapshotError
 
 
 @dataclass(frozen=True)

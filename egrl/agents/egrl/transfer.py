@@ -6,7 +6,7 @@ trained on one workload can therefore map another one *without further training*
 long as the two decision graphs have the same feature width and the same decision heads.
 
 For every policy snapshot (``policies/iter_XXXXXX.safetensors``, written by the EGRL
-trainer and by :mod:`egrl.pretrain`) and every target environment, :func:`zero_shot`
+trainer and by :mod:`egrl.agents.egrl.pretrain`) and every target environment, :func:`zero_shot`
 evaluates:
 
 * the greedy map (argmax of every decision), and

@@ -28,7 +28,7 @@ class LearnerPortfolio:
     """UCB1 allocation of rollouts among learners.
 
     Args:
-        learners: the learners (any objects; :class:`egrl.sac.SACDiscrete` in EGRL).
+        learners: the learners (any objects; :class:`egrl.agents.egrl.sac.SACDiscrete` in EGRL).
         ucb_c: exploration coefficient ``c`` (>= 0).
         window: rewards per learner that its value is computed from (>= 1).
         statistic: ``"mean"`` or ``"max"`` of the windowed rewards.
