@@ -9,11 +9,14 @@ nested mapping.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from egrl import validation
 from egrl.agents.egrl.sac import SACConfig
-from egrl.validation import check_config
+from egrl.screening import rules as screen_rules
+from egrl.validation import Rule
 
 
 @dataclass
@@ -176,10 +179,34 @@ def _build(cls, data: dict[str, Any]):
     return cls(**known)
 
 
+#: dotted key -> rule, for every option of a training run (:class:`TrainConfig`): the
+#: shared options' (:data:`egrl.validation.RULES`), then the screen's
+#: (:data:`egrl.screening.rules.RULES`)
+RULES: dict[str, Rule] = {**validation.RULES, **screen_rules.RULES}
+
+
+def problem(key: str, value: Any) -> str | None:
+    """The line that says why ``value`` is not allowed for the option ``key`` of a
+    training run; None if it is (or the key has no rule)."""
+    return validation.problem(key, value, RULES)
+
+
+def config_problems(cfg: Mapping) -> list[str]:
+    """One line per value of the nested training config ``cfg`` that breaks its rule
+    (:data:`RULES`; absent keys pass)."""
+    return validation.config_problems(cfg, RULES)
+
+
+def check_config(cfg: Mapping) -> None:
+    """Raise :class:`egrl.validation.ConfigError` naming every value of the nested
+    training config ``cfg`` that breaks its rule (:data:`RULES`)."""
+    validation.check_config(cfg, RULES)
+
+
 def from_mapping(cfg: Any) -> TrainConfig:
     """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config).
 
-    Every value is checked against :data:`egrl.validation.RULES` first: a value out of
+    Every value is checked against :data:`RULES` first: a value out of
     range raises :class:`egrl.validation.ConfigError` (a ``ValueError``) naming the key,
     the value and what is allowed.
     """

@@ -1,11 +1,14 @@
-"""The allowed values of every training option, as one table of key -> rule.
+"""The allowed values of the training options, as tables of key -> rule.
 
-:data:`RULES` maps a dotted key of a training configuration (``budget``,
-``learner.gamma``, ...) to a :class:`Rule`: the value's kind and its range.
-:func:`config_problems` lists every value of a nested mapping that breaks its rule, one
-line each (``budget=-5 is invalid: expected an integer >= 1``); :func:`check_config`
-raises :class:`ConfigError` with them. ``egrl.config.from_mapping`` and ``egrl-train``
-both use it, so Python users and the command line get the same checks.
+A table maps a dotted key of a training configuration (``budget``, ``learner.gamma``,
+...) to a :class:`Rule`: the value's kind and its range. :data:`RULES` is the table of
+every option outside the ``screen`` section (whose table, :data:`egrl.screening.rules.RULES`,
+names the screening models); :data:`egrl.config.RULES` joins the two.
+:func:`config_problems` lists every value of a nested mapping that breaks its rule in a
+table, one line each (``budget=-5 is invalid: expected an integer >= 1``);
+:func:`check_config` raises :class:`ConfigError` with them. ``egrl.config.from_mapping``
+and ``egrl-train`` both use them, so Python users and the command line get the same
+checks.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from typing import Any
-
-from egrl.screening.models import NAMES as SCREEN_NAMES
 
 
 class ConfigError(ValueError):
@@ -122,7 +123,8 @@ def positive(kind: type = float) -> Rule:
 FRACTION = Rule(float, low=0, high=1)  # [0, 1]
 FLAG = Rule(bool)
 
-#: dotted key -> rule, for every option of a training run (``egrl.config.TrainConfig``).
+#: dotted key -> rule, for every option of a training run (``egrl.config.TrainConfig``)
+#: outside its ``screen`` section
 RULES: dict[str, Rule] = {
     "seed": at_least(0),
     "budget": at_least(1),
@@ -184,15 +186,6 @@ RULES: dict[str, Rule] = {
     "learner.shared_critic_encoder": FLAG,
     "learner.critic_hidden": Rule(int, low=1, optional=True),
     "learner.critic_depth": Rule(int, low=1, optional=True),
-    "screen.name": Rule(str, choices=SCREEN_NAMES),
-    "screen.pool": at_least(1),
-    "screen.explore": Rule(float, low=0, high=1, high_open=True),
-    "screen.warmup": at_least(0),
-    "screen.max_train": at_least(1),
-    "screen.prior": Rule(str, choices=("nnpi",), optional=True),
-    "screen.init_from": Rule(
-        str, pattern=r".+", describe="a run directory or a list of them", optional=True, many=True
-    ),
 }
 
 
@@ -205,9 +198,10 @@ def show(value: Any) -> str:
     return str(value)
 
 
-def problem(key: str, value: Any) -> str | None:
-    """The line that says why ``value`` is not allowed for ``key``; None if it is (or no rule)."""
-    rule = RULES.get(key)
+def problem(key: str, value: Any, rules: Mapping[str, Rule]) -> str | None:
+    """The line that says why ``value`` is not allowed for ``key`` in the table ``rules``;
+    None if it is (or no rule)."""
+    rule = rules.get(key)
     if rule is None or rule.accepts(value):
         return None
     return f"{key}={show(value)} is invalid: expected {rule.expected()}"
@@ -222,19 +216,21 @@ def _lookup(cfg: Mapping, key: str) -> tuple[bool, Any]:
     return True, node
 
 
-def config_problems(cfg: Mapping) -> list[str]:
-    """One line per value of the nested mapping ``cfg`` that breaks its rule (absent keys pass)."""
+def config_problems(cfg: Mapping, rules: Mapping[str, Rule]) -> list[str]:
+    """One line per value of the nested mapping ``cfg`` that breaks its rule in the table
+    ``rules``, in the table's order (absent keys pass)."""
     problems = []
-    for key in RULES:
+    for key in rules:
         present, value = _lookup(cfg, key)
-        line = problem(key, value) if present else None
+        line = problem(key, value, rules) if present else None
         if line is not None:
             problems.append(line)
     return problems
 
 
-def check_config(cfg: Mapping) -> None:
-    """Raise :class:`ConfigError` naming every value of ``cfg`` that breaks its rule."""
-    problems = config_problems(cfg)
+def check_config(cfg: Mapping, rules: Mapping[str, Rule]) -> None:
+    """Raise :class:`ConfigError` naming every value of ``cfg`` that breaks its rule in
+    the table ``rules``."""
+    problems = config_problems(cfg, rules)
     if problems:
         raise ConfigError(problems)

@@ -9,13 +9,13 @@ from hydra import compose, initialize_config_module
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.config import AgentConfig, TrainConfig
+from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.runtime import LocalRuntime, RuntimeConfig, make_runtime
 from egrl.runtime.base import Runtime
 from egrl.runtime.dispatch import Dispatcher
 from egrl.runtime.jobs import Job, TaskResult, run_task
-from egrl.validation import ConfigError, config_problems
+from egrl.validation import ConfigError
 from hwmodels.base import Measurement
 from hwmodels.external import ExternalEvaluatorError
 from tests.nnpi_workloads import residual

@@ -14,12 +14,12 @@ from egrl import make_env
 from egrl.agents import make_agent
 from egrl.agents.base import METRIC_COLUMNS, SCREEN_TIMING_COLUMN, TIMING_COLUMNS
 from egrl.cli.resume import with_screen_of_its_time
-from egrl.config import ScreenConfig, from_mapping
+from egrl.config import ScreenConfig, config_problems, from_mapping
 from egrl.measure_cache import MeasureCache
 from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
-from egrl.validation import ConfigError, config_problems
+from egrl.validation import ConfigError
 from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")

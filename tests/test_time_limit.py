@@ -17,8 +17,8 @@ from egrl.agents import make_agent, register_agent
 from egrl.agents.base import TIME_LIMIT_REACHED
 from egrl.agents.random_search import RandomSearch
 from egrl.cli.train import run as train_run
-from egrl.config import AgentConfig, TrainConfig, from_mapping
-from egrl.validation import ConfigError, config_problems
+from egrl.config import AgentConfig, TrainConfig, config_problems, from_mapping
+from egrl.validation import ConfigError
 from tests.test_muzero import SMALL, small_env
 from tests.test_muzero import config as muzero_config
 

@@ -1,4 +1,4 @@
-"""The option table (egrl/validation.py), resume rules and override rewriting, in process."""
+"""The option table (egrl/config.py RULES), resume rules and override rewriting, in process."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from omegaconf import OmegaConf
 from egrl.cli.overrides import rewrite_workload_paths, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, apply_changes, resume_changes
 from egrl.cli.train import workload_label
-from egrl.config import TrainConfig, from_mapping
+from egrl.config import RULES, TrainConfig, config_problems, from_mapping
 from egrl.runs import flatten
-from egrl.validation import RULES, ConfigError, config_problems
+from egrl.validation import ConfigError
 
 
 def leaf_keys() -> set[str]:

@@ -21,8 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 import workloads
 from egrl.cli.overrides import group_options, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
+from egrl.config import config_problems, problem
 from egrl.loggers import logger_problems
-from egrl.validation import config_problems, problem, show
+from egrl.validation import show
 
 PROG = "egrl-train"
 USAGE_ERROR = 2
@@ -127,8 +128,9 @@ def screen_problems(task: dict) -> list[str]:
     from egrl.agents import agent_class
     from egrl.agents.base import critic_refusal, screen_refusal
     from egrl.config import ScreenConfig
-    from egrl.screening.models import CRITIC_MODELS, MODELS
-    from egrl.screening.screen import option_problems
+    from egrl.screening.base import CRITIC_MODELS
+    from egrl.screening.models import MODELS
+    from egrl.screening.rules import option_problems
 
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")

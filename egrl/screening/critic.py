@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from egrl.screening.models import Domain, Measured
+from egrl.screening.base import Domain, Measured
 
 #: maps scored per critic forward pass
 CHUNK = 128
@@ -149,7 +149,7 @@ class LearnerCritic:
 
 
 class CriticModel:
-    """The cost model ``critic`` (:class:`egrl.screening.models.CostModel`): predictions
+    """The cost model ``critic`` (:class:`egrl.screening.base.CostModel`): predictions
     are ``min(Q1, Q2)`` of the learner's critic as it was at :meth:`fit`, on the learner's
     scale (an increasing function of the reward).
 

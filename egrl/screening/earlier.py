@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.rundir import RunDir
-from egrl.screening.models import Domain, Measured
+from egrl.screening.base import Domain, Measured
 
 log = logging.getLogger(__name__)
 

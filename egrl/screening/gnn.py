@@ -37,8 +37,8 @@ from torch import nn
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import to_undirected
 
+from egrl.screening.base import Domain, Measured
 from egrl.screening.features import one_hot
-from egrl.screening.models import Domain, Measured
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from egrl.measure_cache import MeasureCache
-from egrl.screening.models import CRITIC_MODELS, CostModel, Domain, Measured, build_model
+from egrl.screening.base import CRITIC_MODELS, NAMES, CostModel, Domain, Measured
+from egrl.screening.earlier import EarlierRunError, as_paths, load_measured, make_prior
+from egrl.screening.models import MODELS, build_model
+from egrl.screening.rules import option_problems
+from egrl.validation import ConfigError
 
 if TYPE_CHECKING:
     from egrl.config import ScreenConfig
@@ -111,7 +115,7 @@ class Screen:
 
     def attach_critic(self, critic: LearnerCritic) -> None:
         """The critic of the agent's learner, for a model of
-        :data:`~egrl.screening.models.CRITIC_MODELS` (``screen=critic``): such a model is
+        :data:`~egrl.screening.base.CRITIC_MODELS` (``screen=critic``): such a model is
         fitted only once the critic has trained (:attr:`LearnerCritic.trained`), and again
         whenever it has changed (:attr:`LearnerCritic.version`); other models ignore it."""
         self.critic = critic
@@ -350,27 +354,6 @@ class Screen:
         self.rng.bit_generator.state = state["rng"]
 
 
-def option_problems(name: str, options: dict) -> list[str]:
-    """One line per option of model ``name`` that it does not have or whose value it does
-    not accept (:func:`egrl.screening.models.option_rules`)."""
-    from egrl.screening.models import option_rules
-    from egrl.validation import show
-
-    rules = option_rules(name)
-    problems = []
-    for key, value in options.items():
-        if key not in rules:
-            problems.append(
-                f"screen.{key}={show(value)} is invalid: screen {name!r} has no option "
-                f"{key!r} (its options: {', '.join(rules) or 'none'})"
-            )
-        elif not rules[key].accepts(value):
-            problems.append(
-                f"screen.{key}={show(value)} is invalid: expected {rules[key].expected()}"
-            )
-    return problems
-
-
 def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Screen | None:
     """The screen of a run from its ``screen`` section: None for ``none``.
 
@@ -384,10 +367,6 @@ def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Sc
             or a value it does not accept, a prior the target cannot have, an earlier run
             that is missing, empty or of another target.
     """
-    from egrl.screening.earlier import EarlierRunError, as_paths, load_measured, make_prior
-    from egrl.screening.models import MODELS, NAMES
-    from egrl.validation import ConfigError
-
     if config.name == "none":
         return None
     if config.name not in MODELS:
