@@ -33,7 +33,6 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -320,44 +319,6 @@ def load_state(directory: str | Path) -> Any:
             directory / SKELETON_FILE,
             f"does not match {TENSORS_FILE} ({type(exc).__name__}: {exc})",
         ) from None
-
-
-# ------------------------------------------------------------- policies in a checkpoint
-def policy_weights(state: Any) -> dict[str, dict[str, torch.Tensor]]:
-    """The GNN policies in the state of an ``egrl``/``ea``/``pg`` run's checkpoint.
-
-    Returns:
-        actor state dicts by kind: ``"learner"`` (the first learner's actor) and
-        ``"champion"`` (the fittest GNN member of the population), those the run has.
-
-    Raises:
-        ValueError: not the checkpoint of such a run, or it holds no GNN policy.
-    """
-    agent = state.get("agent") if isinstance(state, Mapping) else None
-    if not isinstance(agent, Mapping) or not ({"learners", "population"} & set(agent)):
-        raise ValueError("not a checkpoint of an egrl, ea or pg run")
-    weights: dict[str, dict[str, torch.Tensor]] = {}
-    if agent.get("learners"):
-        weights["learner"] = dict(agent["learners"][0]["actor"])
-    population = agent.get("population")
-    if population and population.get("gnn"):
-        gnn = np.flatnonzero(np.asarray(population["kinds"]) == "gnn")
-        fitness = np.asarray(population["fitness"], dtype=np.float64)[gnn]
-        best = int(np.argmax(np.nan_to_num(fitness, nan=-np.inf)))
-        weights["champion"] = dict(population["gnn"][best])
-    if not weights:
-        raise ValueError("the checkpoint holds no GNN policy")
-    return weights
-
-
-def read_policy_weights(directory: str | Path) -> dict[str, dict[str, torch.Tensor]]:
-    """:func:`policy_weights` of the checkpoint in ``directory`` (read and verified).
-
-    Raises:
-        CheckpointError: a file is missing, truncated or corrupted.
-        ValueError: the checkpoint holds no GNN policy.
-    """
-    return policy_weights(load_state(directory))
 
 
 # ------------------------------------------------------------- a directory of checkpoints

@@ -9,7 +9,7 @@ A run directory is what ``egrl-train`` (alone or as one job of a multirun) and
     best_mapping.json       the best map and how it was found    (write_best_map / read_best_map)
     speedup.png             best speedup against iterations
     checkpoints/gen_XXXXXX/ the state to resume from             (egrl.checkpoint)
-    policies/iter_XXXXXX.safetensors  GNN policy snapshots       (egrl.agents.egrl.transfer.write_snapshot)
+    policies/iter_XXXXXX.safetensors  GNN policy snapshots       (policies.snapshot)
     transfer/transfer.csv   zero-shot transfer results (pretraining, egrl-transfer evaluate)
     .hydra/overrides.yaml   the command-line overrides (Hydra)
 
@@ -32,9 +32,6 @@ import yaml
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
-    from torch import Tensor
-
-    from egrl.agents.egrl.transfer import Snapshot
 
 #: the resolved config of a run
 CONFIG_FILE = "config.yaml"
@@ -62,7 +59,7 @@ BEST_FILE = "best_mapping.json"
 SPEEDUP_PLOT = "speedup.png"
 #: checkpoints ``gen_XXXXXX`` (:mod:`egrl.checkpoint`)
 CHECKPOINTS_DIR = "checkpoints"
-#: policy snapshots ``iter_XXXXXX.safetensors`` (:func:`egrl.agents.egrl.transfer.write_snapshot`)
+#: policy snapshots ``iter_XXXXXX.safetensors`` (:mod:`policies.snapshot`)
 POLICIES_DIR = "policies"
 SNAPSHOT_GLOB = "iter_*.safetensors"
 #: zero-shot transfer outputs (``transfer.csv``, ``transfer.png``, ``transfer.md``)
@@ -127,36 +124,6 @@ def snapshot_name(iterations: int) -> str:
 def checkpoint_name(generation: int) -> str:
     """The directory name of the checkpoint written after ``generation``."""
     return f"gen_{int(generation):06d}"
-
-
-@dataclass(frozen=True)
-class StoredPolicy:
-    """A trained GNN policy as a run directory stores it.
-
-    Attributes:
-        source: the snapshot file or checkpoint directory it was read from.
-        weights: actor state dicts by kind (``"learner"``, ``"champion"``; at least one).
-        snapshot: the snapshot's metadata (sizes, feature width, choices), or None when
-            it was read from a checkpoint (whose weights alone give the sizes).
-    """
-
-    source: Path
-    weights: dict[str, dict[str, Tensor]]
-    snapshot: Snapshot | None = None
-
-
-class PolicyError(ValueError):
-    """A snapshot or checkpoint that holds no readable policy.
-
-    Attributes:
-        path: the snapshot file or checkpoint directory.
-        problem: what is wrong with it.
-    """
-
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = Path(path)
-        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -355,84 +322,6 @@ class RunDir:
         """The policy snapshot files ``policies/iter_*.safetensors``, sorted by name."""
         return sorted(self.policies.glob(SNAPSHOT_GLOB))
 
-    def read_policy(self) -> StoredPolicy:
-        """The run's newest policy snapshot, or, without one, its newest intact checkpoint.
-
-        Raises:
-            LookupError: the run has neither.
-            PolicyError: the newest one holds no readable policy.
-            egrl.checkpoint.CheckpointError: checkpoints exist but all are damaged.
-        """
-        snapshots = self.snapshots()
-        if snapshots:
-            return _snapshot_policy(max(snapshots, key=_snapshot_iterations))
-        found = self.load_latest_checkpoint() if self.checkpoints.is_dir() else None
-        if found is None:
-            raise LookupError(
-                f"no policy snapshot ({POLICIES_DIR}/{SNAPSHOT_GLOB}) or checkpoint in {self.path}"
-            )
-        return _checkpoint_policy(found[0], found[1])
-
-
-def read_policy(path: str | Path) -> StoredPolicy:
-    """The trained policy ``path`` names: a snapshot file, a checkpoint directory, or a
-    run directory (:meth:`RunDir.read_policy`).
-
-    Raises:
-        FileNotFoundError: nothing at ``path``.
-        LookupError: a directory with no snapshot or checkpoint.
-        PolicyError: a snapshot or checkpoint that holds no readable policy.
-        egrl.checkpoint.CheckpointError: a damaged checkpoint.
-    """
-    path = Path(path)
-    if path.is_file():
-        return _snapshot_policy(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"no such file or directory: {path}")
-    if is_checkpoint(path):
-        from egrl.checkpoint import load_state
-
-        return _checkpoint_policy(path, load_state(path))
-    return RunDir(path).read_policy()
-
-
-def _snapshot_iterations(path: Path) -> int:
-    from egrl.agents.egrl.transfer import SnapshotError, read_snapshot
-
-    try:
-        return read_snapshot(path).iterations
-    except SnapshotError as exc:
-        raise PolicyError(path, str(exc)) from exc
-
-
-def _snapshot_policy(path: Path) -> StoredPolicy:
-    from safetensors.torch import load_file
-
-    from egrl.agents.egrl.transfer import SnapshotError, read_snapshot
-
-    try:
-        snap = read_snapshot(path)
-    except SnapshotError as exc:
-        raise PolicyError(path, str(exc)) from exc
-    tensors = load_file(str(path))
-    weights = {
-        kind: {k[len(kind) + 1 :]: v for k, v in tensors.items() if k.startswith(kind + ".")}
-        for kind in snap.kinds
-    }
-    if not weights:
-        raise PolicyError(path, "the snapshot holds no policy")
-    return StoredPolicy(path, weights, snap)
-
-
-def _checkpoint_policy(ckpt: Path, state: Any) -> StoredPolicy:
-    from egrl.checkpoint import policy_weights
-
-    try:
-        weights = policy_weights(state)
-    except ValueError as exc:
-        raise PolicyError(ckpt, str(exc)) from exc
-    return StoredPolicy(ckpt, weights)
-
 
 __all__ = [
     "BEST_FILE",
@@ -448,13 +337,10 @@ __all__ = [
     "SUBDIRS",
     "TRANSFER_CSV",
     "TRANSFER_DIR",
-    "PolicyError",
     "RunDir",
-    "StoredPolicy",
     "append_metrics_row",
     "checkpoint_name",
     "is_checkpoint",
     "is_run_dir",
-    "read_policy",
     "snapshot_name",
 ]

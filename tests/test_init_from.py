@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,9 +12,12 @@ import pytest
 import torch
 
 from egrl import make_env
-from egrl.agents.egrl.init_from import check_fits, read_policy
+from egrl.agents.egrl.init_from import check_fits, checkpoint_weights, read_policy
 from egrl.agents.egrl.trainer import Trainer
-from egrl.agents.egrl.transfer import SnapshotError, list_snapshots, load_actor
+from egrl.agents.egrl.transfer import list_snapshots
+from egrl.checkpoint import load_state
+from egrl.rundir import POLICIES_DIR, RunDir
+from policies.snapshot import PolicyError, load_actor
 from tests.nnpi_workloads import residual
 from tests.test_cli import assert_refused, egrl_train
 from tests.test_trainer import KIB, small_config, small_env
@@ -76,16 +81,66 @@ def test_init_from_a_checkpoint_and_on_another_workload(trained):
 def test_unfit_or_missing_policies_are_named(trained, tmp_path):
     policy = read_policy(trained)
     sizes = {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
-    with pytest.raises(SnapshotError, match=r"heads have \[3, 3\] choices, this run's \[3, 4\]"):
+    with pytest.raises(PolicyError, match=r"heads have \[3, 3\] choices, this run's \[3, 4\]"):
         check_fits(policy, policy.in_dim, [3, 4], sizes)
-    with pytest.raises(SnapshotError, match="with 19 features, this run's have 7"):
+    with pytest.raises(PolicyError, match="with 19 features, this run's have 7"):
         check_fits(policy, 7, [3, 3], sizes)
-    with pytest.raises(SnapshotError, match="add policy.hidden=16 policy.out=16"):
+    with pytest.raises(PolicyError, match="add policy.hidden=16 policy.out=16"):
         check_fits(policy, policy.in_dim, [3, 3], {**sizes, "hidden": 32})
-    with pytest.raises(SnapshotError, match="no such file or directory"):
+    with pytest.raises(PolicyError, match="no such file or directory"):
         read_policy(tmp_path / "missing")
-    with pytest.raises(SnapshotError, match="no policy snapshot"):
+    with pytest.raises(PolicyError, match="no policy snapshot"):
         read_policy(tmp_path)
+
+
+def test_read_policy_from_a_run_a_snapshot_and_a_checkpoint(trained, tmp_path):
+    files = RunDir(trained)
+    newest = list_snapshots(trained)[-1]
+    policy = read_policy(trained)  # the run's newest snapshot
+    assert policy.source == newest.path == files.snapshots()[-1]
+    assert set(policy.weights) == {"learner", "champion"}
+    layout = (newest.in_dim, newest.num_choices, newest.policy)
+    assert (policy.in_dim, policy.num_choices, policy.sizes) == layout
+    learner = load_actor(newest, "learner").state_dict()
+    for key, value in learner.items():
+        assert torch.equal(policy.weights["learner"][key], value)
+
+    first = files.snapshots()[0]
+    assert read_policy(first).source == first
+
+    # a checkpoint: the same actors, their sizes read off the weights
+    ckpt = files.latest_checkpoint()
+    from_ckpt = read_policy(ckpt)
+    assert from_ckpt.source == ckpt
+    assert (from_ckpt.in_dim, from_ckpt.num_choices, from_ckpt.sizes) == layout
+    assert from_ckpt.weights.keys() == checkpoint_weights(load_state(ckpt)).keys()
+    assert set(from_ckpt.weights) == {"learner", "champion"}
+    for key, value in learner.items():
+        assert torch.equal(from_ckpt.weights["learner"][key], value)
+
+    # a run without snapshots: its newest checkpoint
+    copy = tmp_path / "no_snapshots"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns(POLICIES_DIR))
+    fallback = read_policy(copy)
+    assert fallback.source == RunDir(copy).latest_checkpoint() == copy / ckpt.relative_to(trained)
+    assert fallback.weights.keys() == from_ckpt.weights.keys()
+
+
+def test_unreadable_policies_name_the_file_and_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="not a checkpoint of an egrl, ea or pg run"):
+        checkpoint_weights({"agent": {"solver": None}})
+    with pytest.raises(ValueError, match="holds no GNN policy"):
+        checkpoint_weights({"agent": {"learners": None, "population": None}})
+    bad = tmp_path / "policies" / "iter_000001.safetensors"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a safetensors file")
+    why = re.escape(f"init_from={bad} is invalid: cannot read policy snapshot {bad}")
+    with pytest.raises(PolicyError, match=why) as err:
+        read_policy(bad)
+    assert err.value.path == bad
+    with pytest.raises(PolicyError, match=why) as err:
+        read_policy(tmp_path)  # the run's unreadable snapshot
+    assert err.value.path == bad
 
 
 def test_egrl_train_refuses_a_bad_init_from_before_any_directory(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,10 +10,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from egrl import rundir
 from egrl.agents.egrl.trainer import Trainer
-from egrl.checkpoint import load_state, policy_weights
-from egrl.rundir import PolicyError, RunDir, is_checkpoint, is_run_dir, read_policy
+from egrl.rundir import RunDir, is_checkpoint, is_run_dir
 from egrl.runs import load_run
 from tests.test_trainer import small_config, small_env
 
@@ -130,53 +127,3 @@ def test_a_real_run_is_read_back(trained):
     assert run.iterations.tolist() == [r["iterations"] for r in trainer.rows]
     assert run.complete and run.final_speedup == pytest.approx(trainer.best.speedup)
     files.config.unlink()
-
-
-def test_read_policy_from_a_run_a_snapshot_and_a_checkpoint(trained, tmp_path):
-    run_dir, trainer = trained
-    learner = trainer.portfolio.learners[0].actor.state_dict()
-
-    newest = read_policy(run_dir)  # the run's newest snapshot
-    assert newest.source == RunDir(run_dir).snapshot(trainer.iterations)
-    assert newest.snapshot is not None and newest.snapshot.iterations == trainer.iterations
-    assert set(newest.weights) == {"learner", "champion"}
-    for key, value in learner.items():
-        assert torch.equal(newest.weights["learner"][key], value)
-
-    first = RunDir(run_dir).snapshots()[0]
-    assert read_policy(first).source == first
-
-    ckpt = RunDir(run_dir).latest_checkpoint()
-    from_ckpt = read_policy(ckpt)
-    assert from_ckpt.source == ckpt and from_ckpt.snapshot is None
-    assert set(from_ckpt.weights) == {"learner", "champion"}
-    for key, value in learner.items():
-        assert torch.equal(from_ckpt.weights["learner"][key], value)
-    assert from_ckpt.weights.keys() == policy_weights(load_state(ckpt)).keys()
-
-    # a run without snapshots: its newest checkpoint
-    copy = tmp_path / "no_snapshots"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(rundir.POLICIES_DIR))
-    fallback = RunDir(copy).read_policy()
-    assert fallback.source == RunDir(copy).checkpoint(trainer.generation)
-    assert fallback.weights.keys() == from_ckpt.weights.keys()
-
-
-def test_read_policy_names_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        read_policy(tmp_path / "missing")
-    with pytest.raises(LookupError, match="no policy snapshot"):
-        read_policy(tmp_path)
-    with pytest.raises(ValueError, match="not a checkpoint of an egrl, ea or pg run"):
-        policy_weights({"agent": {"solver": None}})
-    with pytest.raises(ValueError, match="holds no GNN policy"):
-        policy_weights({"agent": {"learners": None, "population": None}})
-    bad = tmp_path / "policies" / "iter_000001.safetensors"
-    bad.parent.mkdir()
-    bad.write_bytes(b"not a safetensors file")
-    with pytest.raises(PolicyError) as err:
-        read_policy(bad)
-    assert err.value.path == bad
-    with pytest.raises(PolicyError) as err:
-        read_policy(tmp_path)  # the run's unreadable snapshot
-    assert err.value.path == bad

@@ -15,19 +15,11 @@ from safetensors.torch import load_file
 from egrl import make_env
 from egrl.agents.egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
 from egrl.agents.egrl.trainer import Trainer
-from egrl.agents.egrl.transfer import (
-    CSV_COLUMNS,
-    SnapshotError,
-    evaluate_snapshots,
-    list_snapshots,
-    load_actor,
-    read_csv,
-    read_snapshot,
-    write_snapshot,
-)
+from egrl.agents.egrl.transfer import CSV_COLUMNS, evaluate_snapshots, list_snapshots, read_csv
 from egrl.cli.transfer import main as transfer_main
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
 from policies import GraphUNetActor
+from policies.snapshot import PolicyError, load_actor, read_snapshot, write_snapshot
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import random_dag, residual
 
@@ -166,30 +158,33 @@ def test_policy_sizes_that_do_not_match_the_weights_are_an_error(egrl_run, tmp_p
     run_dir, _ = egrl_run
     snap = list_snapshots(run_dir)[0]
     actor = load_actor(snap, "learner")
-    meta = {
-        "iterations": "1",
-        "policy": json.dumps({"hidden": 32, "out": 16, "depth": 2, "heads": 2}),
-        "in_dim": "19",
-        "num_choices": "[3, 3]",
-    }
-    bad = write_snapshot(tmp_path / "iter_000001.safetensors", {"learner": actor}, meta)
-    with pytest.raises(SnapshotError, match=r"iter_000001.*do not fit.*'hidden': 32"):
+    sizes = {"hidden": 32, "out": 16, "depth": 2, "heads": 2}
+    bad = write_snapshot(
+        tmp_path / "iter_000001.safetensors",
+        {"learner": actor},
+        iterations=1,
+        sizes=sizes,
+        in_dim=19,
+        num_choices=[3, 3],
+    )
+    with pytest.raises(PolicyError, match=r"iter_000001.*do not fit.*'hidden': 32"):
         load_actor(read_snapshot(bad), "learner")
-    with pytest.raises(SnapshotError, match="holds no 'champion'"):
+    with pytest.raises(PolicyError, match="holds no 'champion'"):
         load_actor(read_snapshot(bad), "champion")
 
 
 def test_feature_width_mismatch_is_a_clear_error(tmp_path):
     actor = GraphUNetActor(7, [3, 3], hidden=8, out=8, depth=1, heads=2)
-    meta = {
-        "iterations": "4",
-        "policy": json.dumps({"hidden": 8, "out": 8, "depth": 1, "heads": 2}),
-        "in_dim": "7",
-        "num_choices": "[3, 3]",
-    }
-    write_snapshot(tmp_path / "policies" / "iter_000004.safetensors", {"learner": actor}, meta)
+    write_snapshot(
+        tmp_path / "policies" / "iter_000004.safetensors",
+        {"learner": actor},
+        iterations=4,
+        sizes={"hidden": 8, "out": 8, "depth": 1, "heads": 2},
+        in_dim=7,
+        num_choices=[3, 3],
+    )
     env = env_of(target_workloads()["dag30"])
-    with pytest.raises(SnapshotError, match=r"'dag30'.*width 19.*trained on width 7"):
+    with pytest.raises(PolicyError, match=r"'dag30'.*width 19.*trained on width 7"):
         evaluate_snapshots(list_snapshots(tmp_path), {"dag30": env})
 
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from egrl.agents.egrl.transfer import write_snapshot
 from egrl.cli.train import run as train_run
 from egrl.env import make_env
 from policies import seeded_init
 from policies.categorical import sample_maps
 from policies.graph_unet import GraphUNetActor
+from policies.snapshot import write_snapshot
 
 WORKLOAD = "resnet18"
 SIZES = {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
@@ -42,15 +42,16 @@ def make_snapshot(path: Path, sharpen: float = 1.0, iterations: int = 10) -> Pat
         for name, p in actor.named_parameters():
             if name.startswith("heads."):
                 p.mul_(sharpen)
-    meta = {
-        "iterations": str(iterations),
-        "generation": "1",
-        "workload": WORKLOAD,
-        "policy": json.dumps(SIZES),
-        "in_dim": str(in_dim),
-        "num_choices": json.dumps(choices),
-    }
-    return write_snapshot(path, {"learner": actor}, meta)
+    return write_snapshot(
+        path,
+        {"learner": actor},
+        iterations=iterations,
+        generation=1,
+        workload=WORKLOAD,
+        sizes=SIZES,
+        in_dim=in_dim,
+        num_choices=choices,
+    )
 
 
 @pytest.fixture(scope="module")

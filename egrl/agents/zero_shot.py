@@ -1,7 +1,7 @@
 """Zero-shot: a frozen pretrained GNN policy's maps, as an ``egrl-train`` run.
 
 ``egrl-train agent=zero-shot agent.policy=PATH`` reads a policy snapshot (a
-``.safetensors`` file written by :func:`egrl.agents.egrl.transfer.write_snapshot`, or a run directory:
+``.safetensors`` file written by :func:`policies.snapshot.write_snapshot`, or a run directory:
 its newest snapshot in ``policies/``) and maps the run's workload with it, never updating
 it. The first generation measures the policy's greedy map (the argmax of every decision:
 the zero-shot prediction); every later one draws ``batch`` maps from its softmax with the
@@ -32,20 +32,13 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent, to_numpy_maps
-from egrl.agents.egrl.transfer import (
-    POLICY_KINDS,
-    Snapshot,
-    SnapshotError,
-    check_compatible,
-    list_snapshots,
-    load_actor,
-    read_snapshot,
-)
+from egrl.agents.egrl.transfer import check_compatible, list_snapshots
 from egrl.agents.options import check_choice, check_positive, option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.rundir import RunDir
 from policies.categorical import sample_maps
+from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +78,7 @@ def resolve_snapshot(agent: str, path: str | Path | None) -> Snapshot:
             return read_snapshot(path)
         if path.is_dir():
             return list_snapshots(path)[-1]
-    except SnapshotError as exc:
+    except PolicyError as exc:
         raise option_error(agent, f"option policy={path} is invalid: {exc}") from exc
     raise option_error(agent, f"option policy={path} is invalid: no such file or directory")
 
@@ -110,7 +103,7 @@ class ZeroShot(SearchAgent):
         try:
             check_compatible(self.snapshot, self.env)
             self.actor = load_actor(self.snapshot, self.options.kind)
-        except SnapshotError as exc:
+        except PolicyError as exc:
             raise option_error(
                 self.name, f"option policy={self.snapshot.path} is invalid: {exc}"
             ) from exc

@@ -72,7 +72,7 @@ def init_from_problem(task: dict) -> str | None:
     """
     from egrl.agents import agent_class
     from egrl.agents.egrl.init_from import check_fits, read_policy
-    from egrl.agents.egrl.transfer import SnapshotError
+    from policies.snapshot import PolicyError
 
     path = task.get("init_from")
     agent = (task.get("agent") or {}).get("name")
@@ -92,7 +92,7 @@ def init_from_problem(task: dict) -> str | None:
         check_fits(policy, int(target.graph.x.shape[1]), target.num_choices, task["policy"])
     except KeyError as exc:
         return f"agent={show(agent)} is invalid: {exc.args[0] if exc.args else exc}"
-    except SnapshotError as exc:
+    except PolicyError as exc:
         return str(exc)
     return None
 
@@ -183,9 +183,9 @@ def build_problems(task: dict) -> list[str]:
     ``+agent.chainz=4`` say, is refused here). About a second on the zoo's workloads.
     """
     from egrl.agents import make_agent
-    from egrl.agents.egrl.transfer import SnapshotError
     from egrl.cli.build import env_from_config, train_config
     from egrl.validation import ConfigError
+    from policies.snapshot import PolicyError
 
     hwmodel = (task.get("hwmodel") or {}).get("name")
     workload = (task.get("workload") or {}).get("name")
@@ -200,7 +200,7 @@ def build_problems(task: dict) -> list[str]:
         make_agent(env, train_config(task), None)
     except ConfigError as exc:
         return list(exc.problems)
-    except (ValueError, TypeError, KeyError, ImportError, SnapshotError) as exc:
+    except (ValueError, TypeError, KeyError, ImportError, PolicyError) as exc:
         why = _why(exc)
         return [
             why if why.startswith(f"agent {agent!r}:") else f"agent={show(agent)} is invalid: {why}"

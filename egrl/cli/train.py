@@ -37,7 +37,6 @@ from omegaconf import DictConfig, OmegaConf
 
 import workloads
 from egrl.agents import SearchAgent, make_agent
-from egrl.agents.egrl.transfer import SnapshotError
 from egrl.checkpoint import CheckpointError
 from egrl.cli.build import env_from_config, hw_params, train_config
 from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems
@@ -56,6 +55,7 @@ from egrl.runs import flatten
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from egrl.units import format_latency
 from egrl.validation import ConfigError
+from policies.snapshot import PolicyError
 
 log = logging.getLogger("egrl.train")
 
@@ -65,7 +65,7 @@ log = logging.getLogger("egrl.train")
 # ``record_evaluations``: what is written, not searched; a continued run keeps its own).
 RUNTIME_KEYS = ("continue_runs", "logger", "progress", "record_evaluations", "resume", "runtime")
 # Errors that report a mistake in what the user typed, not a bug.
-USER_ERRORS = (ConfigError, ResumeError, CheckpointError, SnapshotError, workloads.WorkloadError)
+USER_ERRORS = (ConfigError, ResumeError, CheckpointError, PolicyError, workloads.WorkloadError)
 
 # ``hydra.run.dir`` is the resumed run's directory when ``resume`` is set.
 if not OmegaConf.has_resolver("first_set"):

@@ -2,120 +2,111 @@
 
 ``init_from`` names one of:
 
-* a policy snapshot ``RUN/policies/iter_XXXXXX.safetensors`` (:func:`egrl.agents.egrl.transfer.write_snapshot`,
+* a policy snapshot ``RUN/policies/iter_XXXXXX.safetensors`` (:mod:`policies.snapshot`,
   written by ``egrl``, ``pg`` and ``egrl-transfer pretrain`` runs);
 * a run directory: its newest snapshot, or, when it has none, its newest intact checkpoint;
 * a checkpoint directory ``RUN/checkpoints/gen_XXXXXX`` of an ``egrl``/``ea``/``pg`` run
-  (the first learner's actor and the fittest GNN member; the sizes are read off the
-  weights, :func:`actor_layout`).
+  (the first learner's actor and the fittest GNN member, :func:`checkpoint_weights`; the
+  sizes are read off the weights, :meth:`policies.snapshot.StoredPolicy.from_weights`).
 
-:func:`read_policy` gives a :class:`TrainedPolicy`; :func:`check_fits` says whether it fits a
-decision graph (feature width, choices of every head) and the run's policy sizes. A
-missing or unfit policy is a :class:`egrl.agents.egrl.transfer.SnapshotError` that names it and the
-mismatch.
+:func:`read_policy` gives a :class:`policies.snapshot.StoredPolicy`; :func:`check_fits` says
+whether it fits a decision graph (feature width, choices of every head) and the run's
+policy sizes. A missing or unfit policy is a :class:`policies.snapshot.PolicyError` that
+names it and the mismatch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from egrl import rundir
-from egrl.agents.egrl.transfer import POLICY_SIZE_KEYS, SnapshotError
-from egrl.checkpoint import CheckpointError
+from egrl.agents.egrl.transfer import list_snapshots
+from egrl.checkpoint import CheckpointError, load_state
+from egrl.rundir import POLICIES_DIR, SNAPSHOT_GLOB, RunDir, is_checkpoint
+from policies.snapshot import POLICY_SIZE_KEYS, PolicyError, StoredPolicy, read_snapshot
 
 
-@dataclass(frozen=True)
-class TrainedPolicy:
-    """A trained policy's weights and what they fit.
-
-    Attributes:
-        source: the snapshot file or checkpoint directory it was read from.
-        in_dim: node feature width ``F`` of the decision graph it was trained on.
-        num_choices: choices of each decision head.
-        sizes: Graph U-Net sizes ``{"hidden", "out", "depth", "heads"}``.
-        weights: actor state dicts by kind (``"learner"``, ``"champion"``; at least one).
-    """
-
-    source: Path
-    in_dim: int
-    num_choices: tuple[int, ...]
-    sizes: dict
-    weights: dict[str, dict[str, Tensor]]
-
-    def actor_state(self, prefer: str) -> dict[str, Tensor]:
-        """The ``prefer`` kind's weights, or the other kind's when it lacks them."""
-        if prefer in self.weights:
-            return self.weights[prefer]
-        return next(iter(self.weights.values()))
-
-
-def read_policy(path: str | Path) -> TrainedPolicy:
+def read_policy(path: str | Path) -> StoredPolicy:
     """The trained policy ``path`` names (see the module docstring).
 
     Raises:
-        SnapshotError: nothing there, no snapshot or checkpoint in it, or one that cannot
-            be read.
+        PolicyError: nothing there, no snapshot or checkpoint in it, or one that cannot
+            be read (the message starts ``init_from=PATH is invalid:``).
     """
     path = Path(path)
-    where = f"init_from={path} is invalid"
     try:
-        stored = rundir.read_policy(path)
-    except FileNotFoundError as exc:
-        raise SnapshotError(f"{where}: no such file or directory") from exc
-    except LookupError as exc:
-        raise SnapshotError(
-            f"{where}: no policy snapshot ({rundir.POLICIES_DIR}/{rundir.SNAPSHOT_GLOB}) "
-            "or checkpoint in it"
-        ) from exc
-    except rundir.PolicyError as exc:
-        raise SnapshotError(f"init_from={exc.path} is invalid: {exc.problem}") from exc
+        return _read_policy(path)
+    except PolicyError as exc:
+        raise PolicyError(f"init_from={exc.path} is invalid: {exc}", exc.path) from exc
     except CheckpointError as exc:
-        raise SnapshotError(f"{where}: {exc}") from exc
-    if stored.snapshot is not None:
-        snap = stored.snapshot
-        return TrainedPolicy(
-            stored.source, snap.in_dim, snap.num_choices, snap.policy, stored.weights
+        raise PolicyError(f"init_from={path} is invalid: {exc}", exc.path) from exc
+
+
+def _read_policy(path: Path) -> StoredPolicy:
+    """:func:`read_policy`, its errors not yet prefixed with ``init_from=``."""
+    if path.is_file():
+        return StoredPolicy.from_snapshot(read_snapshot(path))
+    if not path.is_dir():
+        raise PolicyError("no such file or directory", path)
+    if is_checkpoint(path):
+        return _checkpoint_policy(path, load_state(path))
+    files = RunDir(path)
+    if files.snapshots():
+        return StoredPolicy.from_snapshot(list_snapshots(path)[-1])
+    found = files.load_latest_checkpoint() if files.checkpoints.is_dir() else None
+    if found is None:
+        raise PolicyError(
+            f"no policy snapshot ({POLICIES_DIR}/{SNAPSHOT_GLOB}) or checkpoint in it", path
         )
-    in_dim, num_choices, sizes = actor_layout(next(iter(stored.weights.values())), stored.source)
-    return TrainedPolicy(stored.source, in_dim, num_choices, sizes, stored.weights)
+    return _checkpoint_policy(*found)
 
 
-def actor_layout(state: Mapping[str, Tensor], source: Path) -> tuple[int, tuple[int, ...], dict]:
-    """Feature width, choices per head and sizes of a Graph U-Net actor, read off its weights.
-
-    ``embed.weight`` is ``[hidden, F]``, ``project.weight`` ``[out, hidden]``, there is one
-    ``pools.i`` per level of ``depth``, ``up.0.att`` is ``[1, heads, hidden // heads]`` and
-    ``heads.h.weight`` is ``[choices of head h, out]``.
-    """
+def _checkpoint_policy(ckpt: Path, state: Any) -> StoredPolicy:
+    """The GNN policies in the state of the checkpoint ``ckpt``."""
     try:
-        depth = len({k.split(".")[1] for k in state if k.startswith("pools.")})
-        choices = tuple(
-            int(state[f"heads.{h}.weight"].shape[0])
-            for h in range(sum(1 for k in state if k.startswith("heads.") and k.endswith("weight")))
-        )
-        sizes = {
-            "hidden": int(state["embed.weight"].shape[0]),
-            "out": int(state["project.weight"].shape[0]),
-            "depth": depth,
-            "heads": int(state["up.0.att"].shape[1]),
-        }
-        return int(state["embed.weight"].shape[1]), choices, sizes
-    except (KeyError, IndexError) as exc:
-        raise SnapshotError(
-            f"init_from={source} is invalid: its weights are not a Graph U-Net actor's "
-            f"(missing {exc})"
-        ) from exc
+        weights = checkpoint_weights(state)
+    except ValueError as exc:
+        raise PolicyError(str(exc), ckpt) from exc
+    return StoredPolicy.from_weights(ckpt, weights)
+
+
+def checkpoint_weights(state: Any) -> dict[str, dict[str, Tensor]]:
+    """The GNN policies in the state of an ``egrl``/``ea``/``pg`` run's checkpoint
+    (:meth:`egrl.agents.egrl.trainer.Trainer.agent_state` under ``"agent"``).
+
+    Returns:
+        actor state dicts by kind: ``"learner"`` (the first learner's actor) and
+        ``"champion"`` (the fittest GNN member of the population), those the run has.
+
+    Raises:
+        ValueError: not the checkpoint of such a run, or it holds no GNN policy.
+    """
+    agent = state.get("agent") if isinstance(state, Mapping) else None
+    if not isinstance(agent, Mapping) or not ({"learners", "population"} & set(agent)):
+        raise ValueError("not a checkpoint of an egrl, ea or pg run")
+    weights: dict[str, dict[str, Tensor]] = {}
+    if agent.get("learners"):
+        weights["learner"] = dict(agent["learners"][0]["actor"])
+    population = agent.get("population")
+    if population and population.get("gnn"):
+        gnn = np.flatnonzero(np.asarray(population["kinds"]) == "gnn")
+        fitness = np.asarray(population["fitness"], dtype=np.float64)[gnn]
+        best = int(np.argmax(np.nan_to_num(fitness, nan=-np.inf)))
+        weights["champion"] = dict(population["gnn"][best])
+    if not weights:
+        raise ValueError("the checkpoint holds no GNN policy")
+    return weights
 
 
 def check_fits(
-    policy: TrainedPolicy, in_dim: int, num_choices: Sequence[int], sizes: Mapping[str, int]
+    policy: StoredPolicy, in_dim: int, num_choices: Sequence[int], sizes: Mapping[str, int]
 ) -> None:
-    """Raise :class:`SnapshotError` unless ``policy`` reads this decision graph with these sizes.
+    """Raise :class:`PolicyError` unless ``policy`` reads this decision graph with these sizes.
 
     Args:
         in_dim: the run's decision-graph feature width.
@@ -124,20 +115,23 @@ def check_fits(
     """
     where = f"init_from={policy.source} is invalid"
     if int(in_dim) != policy.in_dim:
-        raise SnapshotError(
+        raise PolicyError(
             f"{where}: it reads decision graphs with {policy.in_dim} features, this run's "
-            f"have {in_dim}"
+            f"have {in_dim}",
+            policy.source,
         )
     if tuple(int(c) for c in num_choices) != policy.num_choices:
-        raise SnapshotError(
+        raise PolicyError(
             f"{where}: its decision heads have {list(policy.num_choices)} choices, this "
-            f"run's {[int(c) for c in num_choices]}"
+            f"run's {[int(c) for c in num_choices]}",
+            policy.source,
         )
     mine = {k: int(sizes[k]) for k in POLICY_SIZE_KEYS}
     if mine != policy.sizes:
         args = " ".join(f"policy.{k}={v}" for k, v in policy.sizes.items())
-        raise SnapshotError(
-            f"{where}: its Graph U-Net has sizes {policy.sizes}, this run {mine} (add {args})"
+        raise PolicyError(
+            f"{where}: its Graph U-Net has sizes {policy.sizes}, this run {mine} (add {args})",
+            policy.source,
         )
 
 
@@ -146,9 +140,9 @@ def load_into(actor: torch.nn.Module, state: Mapping[str, Tensor], source: Path)
     try:
         actor.load_state_dict(dict(state), strict=True)
     except RuntimeError as exc:
-        raise SnapshotError(
-            f"init_from={source} is invalid: its weights do not fit: {exc}"
+        raise PolicyError(
+            f"init_from={source} is invalid: its weights do not fit: {exc}", source
         ) from exc
 
 
-__all__ = ["TrainedPolicy", "check_fits", "load_into", "read_policy"]
+__all__ = ["check_fits", "checkpoint_weights", "load_into", "read_policy"]

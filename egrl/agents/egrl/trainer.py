@@ -45,7 +45,6 @@ screen when the learners are built; it ranks once the learner has made its first
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -57,10 +56,9 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
-from egrl.agents.egrl.init_from import TrainedPolicy, check_fits, load_into, read_policy
+from egrl.agents.egrl.init_from import check_fits, load_into, read_policy
 from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
-from egrl.agents.egrl.transfer import write_snapshot
 from egrl.agents.egrl.warm_start import warm_start
 from egrl.agents.options import check_start, option_error, parse_options, start_mappings
 from egrl.callbacks import Callback, Checkpointer, PolicySnapshots
@@ -69,6 +67,7 @@ from egrl.env import Env, Evaluation
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from policies import GraphUNetActor, seeded_init
+from policies.snapshot import StoredPolicy, write_snapshot
 from populations import MixedPopulation
 
 log = logging.getLogger(__name__)
@@ -219,7 +218,7 @@ class Trainer(SearchAgent):
         """``egrl`` and ``pg`` have the learner's critic; ``ea`` (``use_learner=false``) none."""
         return bool(agent.get("use_learner", True))
 
-    def _init_from(self, policy: TrainedPolicy) -> None:
+    def _init_from(self, policy: StoredPolicy) -> None:
         """Start the learners' actors and the GNN members from a trained policy.
 
         The learners get its ``learner`` actor (else its ``champion``); GNN member 0 gets
@@ -574,23 +573,23 @@ class Trainer(SearchAgent):
 
         Keys are prefixed ``learner.`` and ``champion.``; the metadata records the iteration,
         the generation, the policy sizes and the workload(s) it was trained on
-        (:func:`egrl.agents.egrl.transfer.write_snapshot`, read by ``egrl-transfer``).
+        (:func:`policies.snapshot.write_snapshot`, read by ``egrl-transfer``).
         """
         actors: dict[str, torch.nn.Module | dict[str, torch.Tensor]] = {}
         if self.portfolio is not None:
             actors["learner"] = self.portfolio.learners[self._lead_learner()].actor
         if self.population is not None and self._champion is not None:
             actors["champion"] = self._champion
-        meta = {
-            "iterations": str(self.iterations),
-            "generation": str(self.generation),
-            "workload": self.trained_on,
-            "policy": json.dumps(asdict(self.cfg.policy)),
-            "in_dim": str(int(self.env.graph.x.shape[1])),
-            "num_choices": json.dumps(self.num_choices),
-        }
-        path = RunDir(self.run_dir).snapshot(self.iterations)
-        return write_snapshot(path, actors, meta)
+        return write_snapshot(
+            RunDir(self.run_dir).snapshot(self.iterations),
+            actors,
+            iterations=self.iterations,
+            generation=self.generation,
+            workload=self.trained_on,
+            sizes=asdict(self.cfg.policy),
+            in_dim=int(self.env.graph.x.shape[1]),
+            num_choices=self.num_choices,
+        )
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:

@@ -5,9 +5,9 @@ A Graph U-Net actor reads a decision graph of any size: its weights act on node 
 trained on one workload can therefore map another one *without further training*, as
 long as the two decision graphs have the same feature width and the same decision heads.
 
-For every policy snapshot (``policies/iter_XXXXXX.safetensors``, written by the EGRL
-trainer and by :mod:`egrl.agents.egrl.pretrain`) and every target environment, :func:`zero_shot`
-evaluates:
+For every policy snapshot (``policies/iter_XXXXXX.safetensors``, :mod:`policies.snapshot`,
+written by the EGRL trainer and by :mod:`egrl.agents.egrl.pretrain`) and every target
+environment, :func:`zero_shot` evaluates:
 
 * the greedy map (argmax of every decision), and
 * ``samples`` maps drawn from the policy's softmax with a ``torch.Generator`` seeded from
@@ -24,7 +24,6 @@ iterations, one line per target, compiler at 1.0) and ``transfer.md``.
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,12 +37,12 @@ from egrl.env import Env
 from egrl.rundir import CONFIG_FILE, POLICIES_DIR, SNAPSHOT_GLOB, TRANSFER_CSV, TRANSFER_DIR, RunDir
 from policies import GraphUNetActor
 from policies.categorical import sample_maps
+from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
 
 log = logging.getLogger(__name__)
 
 #: a run's snapshot folder (:data:`egrl.rundir.POLICIES_DIR`; ``SNAPSHOT_GLOB`` its files)
 SNAPSHOT_DIR = POLICIES_DIR
-POLICY_KINDS = ("learner", "champion")
 WHICH = ("learner", "champion", "both")
 ROLES = ("train", "holdout")
 CSV_COLUMNS = (
@@ -57,158 +56,42 @@ CSV_COLUMNS = (
     "best_sampled_speedup",
     "valid_fraction",
 )
-POLICY_SIZE_KEYS = ("hidden", "out", "depth", "heads")
-
-
-class SnapshotError(ValueError):
-    """A policy snapshot that cannot be read or does not fit a target."""
 
 
 # ------------------------------------------------------------------- snapshots
-@dataclass(frozen=True)
-class Snapshot:
-    """Metadata of one policy snapshot file (the weights stay on disk until loaded).
-
-    Attributes:
-        path: the ``.safetensors`` file.
-        iterations: hardware evaluations spent when it was taken.
-        generation: generations completed when it was taken.
-        workload: what it was trained on (a name, or names joined by ``+``).
-        policy: Graph U-Net sizes ``{"hidden", "out", "depth", "heads"}``.
-        in_dim: node feature width ``F`` of the decision graph it was trained on.
-        num_choices: choices of each decision head.
-        kinds: which policies it holds (``"learner"``, ``"champion"``).
-    """
-
-    path: Path
-    iterations: int
-    generation: int
-    workload: str
-    policy: dict
-    in_dim: int
-    num_choices: tuple[int, ...]
-    kinds: tuple[str, ...]
-
-
-def read_snapshot(path: str | Path) -> Snapshot:
-    """Read a snapshot's metadata and the policies it holds (no weights are loaded)."""
-    from safetensors import safe_open
-
-    path = Path(path)
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            keys = list(f.keys())
-    except Exception as exc:  # safetensors raises several types for a bad header
-        raise SnapshotError(f"cannot read policy snapshot {path}: {exc}") from exc
-    missing = [k for k in ("iterations", "policy", "in_dim", "num_choices") if k not in meta]
-    if missing:
-        raise SnapshotError(f"policy snapshot {path} lacks metadata {missing}")
-    try:
-        policy = json.loads(meta["policy"])
-        sizes = {k: int(policy[k]) for k in POLICY_SIZE_KEYS}
-        num_choices = tuple(int(c) for c in json.loads(meta["num_choices"]))
-        iterations, in_dim = int(meta["iterations"]), int(meta["in_dim"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SnapshotError(f"policy snapshot {path} has malformed metadata: {exc}") from exc
-    kinds = tuple(k for k in POLICY_KINDS if any(key.startswith(k + ".") for key in keys))
-    return Snapshot(
-        path=path,
-        iterations=iterations,
-        generation=int(meta.get("generation", -1)),
-        workload=meta.get("workload", ""),
-        policy=sizes,
-        in_dim=in_dim,
-        num_choices=num_choices,
-        kinds=kinds,
-    )
-
-
 def list_snapshots(run_dir: str | Path) -> list[Snapshot]:
     """Every snapshot under ``run_dir/policies``, by training iterations."""
     files = RunDir(run_dir)
     folder, paths = files.policies, files.snapshots()
     if not paths:
-        raise SnapshotError(
+        raise PolicyError(
             f"no policy snapshots ({SNAPSHOT_GLOB}) in {folder}: train a GNN agent (egrl, pg) "
-            "or run egrl-transfer pretrain first"
+            "or run egrl-transfer pretrain first",
+            folder,
         )
     return sorted((read_snapshot(p) for p in paths), key=lambda s: s.iterations)
 
 
-def load_actor(snapshot: Snapshot, kind: str = "learner") -> GraphUNetActor:
-    """Rebuild the ``kind`` actor of ``snapshot`` with its sizes and load its weights (strict).
-
-    Raises:
-        SnapshotError: the snapshot does not hold ``kind``, or its weights do not match
-            the sizes its metadata records.
-    """
-    from safetensors.torch import load_file
-
-    if kind not in snapshot.kinds:
-        raise SnapshotError(
-            f"policy snapshot {snapshot.path} holds no {kind!r} policy (it holds {snapshot.kinds})"
-        )
-    prefix = kind + "."
-    tensors = load_file(str(snapshot.path))
-    state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-    actor = GraphUNetActor(snapshot.in_dim, list(snapshot.num_choices), **snapshot.policy)
-    try:
-        actor.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise SnapshotError(
-            f"the {kind!r} weights of {snapshot.path} do not fit a GraphUNetActor with the "
-            f"recorded sizes {snapshot.policy}, in_dim={snapshot.in_dim}, "
-            f"num_choices={list(snapshot.num_choices)}: {exc}"
-        ) from exc
-    return actor.eval()
-
-
-def write_snapshot(
-    path: str | Path,
-    actors: Mapping[str, torch.nn.Module | Mapping[str, torch.Tensor]],
-    metadata: Mapping[str, str],
-) -> Path:
-    """Write actors (modules or their state dicts; keys prefixed ``<kind>.``) and string
-    metadata as one snapshot file.
-
-    ``metadata`` needs ``iterations``, ``policy`` (JSON of the sizes), ``in_dim`` and
-    ``num_choices`` (JSON list), as :func:`read_snapshot` expects.
-    """
-    from safetensors.torch import save_file
-
-    unknown = set(actors) - set(POLICY_KINDS)
-    if unknown:
-        raise ValueError(f"snapshot policies must be among {POLICY_KINDS}, got {sorted(unknown)}")
-    tensors = {
-        f"{kind}.{k}": v.detach().cpu().contiguous()
-        for kind, actor in actors.items()
-        for k, v in (actor.state_dict() if isinstance(actor, torch.nn.Module) else actor).items()
-    }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), {k: str(v) for k, v in metadata.items()})
-    return path
-
-
 def check_compatible(snapshot: Snapshot, env: Env) -> None:
-    """Raise :class:`SnapshotError` unless ``env``'s decision graph fits the snapshot's policy.
+    """Raise :class:`PolicyError` unless ``env``'s decision graph fits the snapshot's policy.
 
     The feature width of the decision graph and the choices of every head must match; the
     number of nodes and edges may differ.
     """
     width = int(env.graph.x.shape[1])
     if width != snapshot.in_dim:
-        raise SnapshotError(
+        raise PolicyError(
             f"workload {env.workload.name!r}: decision-graph features have width {width}, but "
-            f"the policy in {snapshot.path} was trained on width {snapshot.in_dim}"
+            f"the policy in {snapshot.path} was trained on width {snapshot.in_dim}",
+            snapshot.path,
         )
     choices = tuple(int(c) for c in env.num_choices)
     if choices != snapshot.num_choices:
-        raise SnapshotError(
+        raise PolicyError(
             f"workload {env.workload.name!r}: heads {env.head_names} have choices "
             f"{list(choices)}, but the policy in {snapshot.path} was trained on "
-            f"{list(snapshot.num_choices)}"
+            f"{list(snapshot.num_choices)}",
+            snapshot.path,
         )
 
 
@@ -272,9 +155,10 @@ def kinds_for(which: str, snapshot: Snapshot) -> list[str]:
     if which == "both":
         return [k for k in POLICY_KINDS if k in snapshot.kinds]
     if which not in snapshot.kinds:
-        raise SnapshotError(
+        raise PolicyError(
             f"policy snapshot {snapshot.path} holds no {which!r} policy (it holds "
-            f"{snapshot.kinds}); choose --which among them"
+            f"{snapshot.kinds}); choose --which among them",
+            snapshot.path,
         )
     return [which]
 
@@ -290,7 +174,7 @@ def evaluate_snapshots(
     """Zero-shot rows (columns :data:`CSV_COLUMNS`) for every snapshot, policy and target.
 
     Args:
-        snapshots: from :func:`list_snapshots` (or :func:`read_snapshot`).
+        snapshots: from :func:`list_snapshots` (or :func:`policies.snapshot.read_snapshot`).
         targets: environment of each target, by the name the outputs use.
         roles: ``"train"`` (a workload the policy was trained on: the reference curve)
             or ``"holdout"`` per target; missing names are ``"holdout"``.
@@ -299,7 +183,7 @@ def evaluate_snapshots(
         seed: seed of every evaluation's sampling generator.
 
     Raises:
-        SnapshotError: a target's decision graph does not fit the policies (checked for
+        PolicyError: a target's decision graph does not fit the policies (checked for
             every snapshot and target before anything is evaluated).
     """
     from tqdm.auto import tqdm
