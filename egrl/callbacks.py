@@ -28,37 +28,61 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from egrl.env import Env
+from egrl.evaluations import EvaluationLog
+from egrl.ledger import Best
 from egrl.rundir import RunDir
 
-if TYPE_CHECKING:
-    from egrl.agents.base import SearchAgent
-
 log = logging.getLogger(__name__)
+
+
+class RunView(Protocol):
+    """What a callback reads of the running search (a
+    :class:`~egrl.agents.base.SearchAgent` meets it)."""
+
+    name: str
+    cfg: Any
+    env: Env
+    run_dir: Path | None
+    generation: int
+    iterations: int
+    proposals: int
+    failed_maps: int
+    best: Best
+    rows: list[dict]
+    columns: tuple[str, ...]
+    stop_reason: str | None
+    evaluation_log: EvaluationLog
+
+    @property
+    def done(self) -> bool: ...
+
+    def best_extras(self) -> dict: ...
 
 
 class Callback:
     """Hooks of a search; each does nothing unless overridden.
 
-    ``agent`` is the running :class:`~egrl.agents.base.SearchAgent`: its ``cfg``,
+    ``agent`` is the running search, to read (:class:`RunView`): its ``cfg``,
     ``run_dir`` (None without one), ``generation``, ``iterations``, ``best``, ``rows``
-    (every metrics row so far) and ``stop_reason`` are there to read.
+    (every metrics row so far) and ``stop_reason``.
     """
 
-    def on_run_start(self, agent: SearchAgent) -> None:
+    def on_run_start(self, agent: RunView) -> None:
         """Before the first generation (of this process: a resumed run starts here too)."""
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         """After each generation; ``row`` is its metrics row (``agent.columns``)."""
 
-    def on_checkpoint(self, agent: SearchAgent, path: Path) -> None:
+    def on_checkpoint(self, agent: RunView, path: Path) -> None:
         """After a checkpoint was written to ``path`` (``checkpoints/gen_XXXXXX``)."""
 
-    def on_snapshot(self, agent: SearchAgent, path: Path) -> None:
+    def on_snapshot(self, agent: RunView, path: Path) -> None:
         """After a policy snapshot was written to ``path`` (``policies/iter_*.safetensors``)."""
 
-    def on_run_end(self, agent: SearchAgent, error: BaseException | None = None) -> None:
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         """After the run's outputs are written; ``error`` is what stopped a failed run (it
         is raised again once every callback has been called)."""
 
@@ -75,23 +99,23 @@ class CallbackList(Callback):
     def __len__(self) -> int:
         return len(self.callbacks)
 
-    def on_run_start(self, agent: SearchAgent) -> None:
+    def on_run_start(self, agent: RunView) -> None:
         for c in self.callbacks:
             c.on_run_start(agent)
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         for c in self.callbacks:
             c.on_generation_end(agent, row)
 
-    def on_checkpoint(self, agent: SearchAgent, path: Path) -> None:
+    def on_checkpoint(self, agent: RunView, path: Path) -> None:
         for c in self.callbacks:
             c.on_checkpoint(agent, path)
 
-    def on_snapshot(self, agent: SearchAgent, path: Path) -> None:
+    def on_snapshot(self, agent: RunView, path: Path) -> None:
         for c in self.callbacks:
             c.on_snapshot(agent, path)
 
-    def on_run_end(self, agent: SearchAgent, error: BaseException | None = None) -> None:
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         """Every callback's ``on_run_end``, even when one of them fails (the first failure
         is raised after the others have run)."""
         first: BaseException | None = None
@@ -105,7 +129,7 @@ class CallbackList(Callback):
             raise first
 
 
-def is_last_generation(agent: SearchAgent) -> bool:
+def is_last_generation(agent: RunView) -> bool:
     """The generation just ended is the run's last (budget spent or stopped early)."""
     return agent.done or agent.stop_reason is not None
 
@@ -118,7 +142,7 @@ class ProgressBar(Callback):
         self.bar = None
         self._seen = 0
 
-    def on_run_start(self, agent: SearchAgent) -> None:
+    def on_run_start(self, agent: RunView) -> None:
         from tqdm.auto import tqdm
 
         self._seen = agent.iterations
@@ -130,14 +154,14 @@ class ProgressBar(Callback):
             disable=not self.enabled,
         )
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         if self.bar is None:
             return
         self.bar.update(agent.iterations - self._seen)
         self._seen = agent.iterations
         self.bar.set_postfix(best_speedup=f"{agent.best.speedup:.3f}", gen=agent.generation)
 
-    def on_run_end(self, agent: SearchAgent, error: BaseException | None = None) -> None:
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -146,34 +170,57 @@ class ProgressBar(Callback):
 class MetricsFile(Callback):
     """``metrics.csv``: one row per generation, in ``agent.columns`` order."""
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         RunDir(agent.run_dir).append_metrics(agent.columns, row)
 
 
-class PolicySnapshots(Callback):
-    """Every ``every`` generations and at the end, the agent's GNN policies
-    (``agent.save_policy_snapshot()``: :class:`egrl.agents.egrl.trainer.Trainer`) for ``egrl-transfer``."""
+class BestMapFile(Callback):
+    """``best_mapping.json`` at the end of a run that did not fail: the best map keyed by
+    unit name, its speedup, latency, reward and iteration, the run's counts, why it
+    stopped early (if it did), the compiler's latency, and the best map by each of the
+    target's values (``record_evaluations``), then what the agent adds (its
+    ``best_extras()``: the solver's record, the snapshot that mapped)."""
 
-    def __init__(self, every: int) -> None:
-        self.every = max(1, int(every))
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
+        if error is not None:
+            return
+        best = agent.best
+        RunDir(agent.run_dir).write_best_map(
+            {
+                "agent": agent.name,
+                "workload": agent.env.workload.name,
+                "speedup": best.speedup,
+                "latency_s": best.latency_s,
+                "reward": best.reward,
+                "iteration": best.iteration,
+                "iterations": agent.iterations,
+                "proposals": agent.proposals,
+                "failed_maps": agent.failed_maps,
+                "stopped_early": agent.stop_reason,
+                "baseline_latency_s": agent.env.baseline_latency_s,
+                "mapping": None
+                if best.mapping is None
+                else agent.env.mapping_to_dict(best.mapping),
+                **agent.evaluation_log.best_record(),
+                **agent.best_extras(),
+            }
+        )
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
-        if agent.generation % self.every == 0 or agent.done:
-            path = agent.save_policy_snapshot()
-            agent.callbacks.on_snapshot(agent, path)
 
+class SpeedupPlot(Callback):
+    """``speedup.png`` at the end of a run that did not fail: the best speedup against
+    paid measurements, the compiler at 1.0."""
 
-class Checkpointer(Callback):
-    """Every ``every`` generations and at the last, ``agent.save_checkpoint()`` (which keeps
-    the newest ``keep_checkpoints``)."""
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
+        if error is not None:
+            return
+        from egrl.plots import plot_speedup_curve  # matplotlib: only when a run ends
 
-    def __init__(self, every: int) -> None:
-        self.every = max(1, int(every))
-
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
-        if agent.generation % self.every == 0 or is_last_generation(agent):
-            path = agent.save_checkpoint()
-            agent.callbacks.on_checkpoint(agent, path)
+        plot_speedup_curve(
+            agent.rows,
+            RunDir(agent.run_dir).speedup_plot,
+            title=f"{agent.name} on {agent.env.workload.name}",
+        )
 
 
 class EachGeneration(Callback):
@@ -182,17 +229,28 @@ class EachGeneration(Callback):
     def __init__(self, fn: Callable[[dict], None]) -> None:
         self.fn = fn
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         self.fn(row)
 
 
+def default_callbacks(progress: bool, run_dir: bool) -> list[Callback]:
+    """A run's own callbacks: the progress bar, then with a run directory ``metrics.csv``,
+    ``best_mapping.json`` and ``speedup.png``."""
+    out: list[Callback] = [ProgressBar(progress)]
+    if run_dir:
+        out += [MetricsFile(), BestMapFile(), SpeedupPlot()]
+    return out
+
+
 __all__ = [
+    "BestMapFile",
     "Callback",
     "CallbackList",
-    "Checkpointer",
     "EachGeneration",
     "MetricsFile",
-    "PolicySnapshots",
     "ProgressBar",
+    "RunView",
+    "SpeedupPlot",
+    "default_callbacks",
     "is_last_generation",
 ]

@@ -26,13 +26,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from egrl.callbacks import Callback
+from egrl.callbacks import Callback, RunView
 from egrl.rundir import BEST_FILE, CONFIG_FILE, METRICS_FILE
-
-if TYPE_CHECKING:
-    from egrl.agents.base import SearchAgent
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +73,7 @@ def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def run_config(agent: SearchAgent, config: Mapping | None) -> dict:
+def run_config(agent: RunView, config: Mapping | None) -> dict:
     """The config a logger records: the one it was given (``egrl-train``'s resolved config),
     else the agent's :class:`~egrl.config.TrainConfig` with the target and workload names."""
     if config is not None:
@@ -119,7 +116,7 @@ class TensorBoardLogger(Callback):
         self.config = config
         self.writer = None
 
-    def on_run_start(self, agent: SearchAgent) -> None:
+    def on_run_start(self, agent: RunView) -> None:
         why = missing_package("tensorboard")
         if why is not None:
             raise ImportError(f"logger=tensorboard: {why}")
@@ -134,12 +131,12 @@ class TensorBoardLogger(Callback):
         # markdown: a code block is indented by four spaces
         self.writer.add_text("config", "\n".join("    " + line for line in text.splitlines()))
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         step = int(agent.iterations)
         for key, value in numeric_metrics(row).items():
             self.writer.add_scalar(f"metrics/{key}", value, global_step=step)
 
-    def on_run_end(self, agent: SearchAgent, error: BaseException | None = None) -> None:
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if self.writer is None:
             return
         if error is None:
@@ -212,7 +209,7 @@ class MLflowLogger(Callback):
         except Exception:  # noqa: BLE001 - another job of a sweep made it first
             return self.client.get_experiment_by_name(self.experiment).experiment_id
 
-    def on_run_start(self, agent: SearchAgent) -> None:
+    def on_run_start(self, agent: RunView) -> None:
         why = missing_package("mlflow")
         if why is not None:
             raise ImportError(f"logger=mlflow: {why}")
@@ -243,7 +240,7 @@ class MLflowLogger(Callback):
         if agent.run_dir is not None and (agent.run_dir / CONFIG_FILE).exists():
             self.client.log_artifact(self.run_id, str(agent.run_dir / CONFIG_FILE))
 
-    def on_generation_end(self, agent: SearchAgent, row: dict) -> None:
+    def on_generation_end(self, agent: RunView, row: dict) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -252,7 +249,7 @@ class MLflowLogger(Callback):
         for chunk in _chunks(metrics, 1000):
             self.client.log_batch(self.run_id, metrics=chunk)
 
-    def on_run_end(self, agent: SearchAgent, error: BaseException | None = None) -> None:
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if self.client is None or self.run_id is None:
             return
         if error is None and agent.run_dir is not None:

@@ -232,6 +232,12 @@ class RunDir:
         """Remove ``metrics.csv`` (rows of an attempt that is started again)."""
         self.metrics.unlink(missing_ok=True)
 
+    def rewrite_metrics(self, columns: tuple[str, ...], rows: list[Mapping]) -> None:
+        """``metrics.csv`` anew with ``rows`` (a resumed run's, from its checkpoint)."""
+        self.clear_metrics()
+        for row in rows:
+            self.append_metrics(columns, row)
+
     def read_metrics_rows(self) -> list[dict[str, str]]:
         """Every row of ``metrics.csv`` as strings keyed by column."""
         with open(self.metrics, newline="", encoding="utf-8") as f:
@@ -316,6 +322,15 @@ class RunDir:
         from egrl.checkpoint import load_latest
 
         return load_latest(self.checkpoints)
+
+    def save_checkpoint(self, state: dict, generation: int, keep: int) -> Path:
+        """Write ``state`` as the checkpoint after ``generation`` (atomically) and keep the
+        newest ``keep`` checkpoints."""
+        from egrl.checkpoint import prune_checkpoints, save_state
+
+        path = save_state(state, self.checkpoint(generation))
+        prune_checkpoints(self.checkpoints, keep, path)
+        return path
 
     # --------------------------------------------------------------- policies
     def snapshots(self) -> list[Path]:

@@ -82,7 +82,7 @@ def test_run_respects_budget_and_writes_run_directory(name, tmp_path):
     expected = 1 if name == "optimum" else 101
     assert agent.iterations == expected == env.num_evaluations
     # Maps answered from the cache are proposals, not paid, and still replay transitions.
-    assert len(agent.buffer) == agent.proposals >= expected
+    assert len(agent.record) == agent.proposals >= expected
     rows = read_metrics(tmp_path)
     assert int(rows[-1]["iterations"]) == expected
     assert int(rows[-1]["proposals"]) == agent.proposals
@@ -224,6 +224,7 @@ def test_nevergrad_missing_says_how_to_install(monkeypatch):
         import_nevergrad()
 
 
+@pytest.mark.slow
 def test_egrl_train_runs_a_baseline(tmp_path):
     run_dir = tmp_path / "run"
     out = subprocess.run(
@@ -250,7 +251,7 @@ def test_egrl_train_runs_a_baseline(tmp_path):
 
 
 def test_metrics_rows_keep_the_header_of_an_existing_file(tmp_path):
-    from egrl.agents.base import append_metrics_row
+    from egrl.rundir import append_metrics_row
 
     path = tmp_path / "metrics.csv"
     append_metrics_row(path, ("generation", "best"), {"generation": 1, "best": 0.5})

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from egrl.agents.egrl.trainer import Trainer
-from egrl.callbacks import Callback, Checkpointer, MetricsFile, PolicySnapshots, ProgressBar
+from egrl.agents.egrl.trainer import EntropyPlot
+from egrl.callbacks import BestMapFile, Callback, MetricsFile, ProgressBar, SpeedupPlot
 from tests.test_cli import egrl_train_in_process
 from tests.test_trainer import small_config, small_env
 
@@ -52,13 +53,13 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def test_the_run_loop_calls_its_callbacks(tmp_path):
-    """Progress, metrics.csv, snapshots and checkpoints are callbacks; a user's own one
-    sees every generation's row, then each snapshot and checkpoint, and the end."""
+    """Progress, metrics.csv and the outputs are callbacks; a user's own one hears of each
+    snapshot and checkpoint the loop writes, then sees the generation's row, and the end."""
     cfg = small_config(budget=48)
     cfg.snapshot_every = 3
     trainer = Trainer(small_env(), cfg, tmp_path / "run")
     kinds = [type(c) for c in trainer.default_callbacks()]
-    assert kinds == [ProgressBar, MetricsFile, PolicySnapshots, Checkpointer]
+    assert kinds == [ProgressBar, MetricsFile, BestMapFile, SpeedupPlot, EntropyPlot]
     seen = Recorder()
     rows = []
     trainer.run(on_generation=rows.append, callbacks=[seen])
@@ -71,8 +72,8 @@ def test_the_run_loop_calls_its_callbacks(tmp_path):
     assert snapshots == sorted({*range(3, last + 1, 3), last})
     checkpoints = [g for hook, g in seen.calls if hook == "checkpoint"]
     assert checkpoints == sorted({*range(2, last + 1, 2), last})
-    # the built-in callbacks come first: a callback given to run hears of a generation's
-    # snapshot and checkpoint (snapshot first) before its own on_generation_end
+    # a callback hears of a generation's snapshot and checkpoint (snapshot first) before
+    # its on_generation_end
     for g in set(snapshots) & set(checkpoints):
         i = seen.calls.index(("generation", g))
         assert seen.calls[i - 2 : i] == [("snapshot", g), ("checkpoint", g)]
@@ -112,6 +113,7 @@ def egrl_train(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_tensorboard_logger_writes_rows_config_and_figures(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -132,6 +134,7 @@ def test_tensorboard_logger_writes_rows_config_and_figures(tmp_path):
     assert '"name": "sa"' in config and '"budget": 30' in config
 
 
+@pytest.mark.slow
 def test_mlflow_logger_records_a_run_and_a_resume_continues_it(tmp_path):
     pytest.importorskip("mlflow")
     run_dir = tmp_path / "run"
@@ -159,6 +162,7 @@ def test_mlflow_logger_records_a_run_and_a_resume_continues_it(tmp_path):
     assert {"config.yaml", "metrics.csv", "best_mapping.json", "speedup.png"} <= artifacts
 
 
+@pytest.mark.slow
 def test_a_user_callback_from_the_command_line(tmp_path):
     module = tmp_path / "mycallbacks.py"
     module.write_text(
@@ -185,6 +189,7 @@ def test_a_user_callback_from_the_command_line(tmp_path):
     assert (tmp_path / "count.txt").read_text() == str(generations)
 
 
+@pytest.mark.slow
 def test_an_unknown_logger_is_refused_before_the_run(tmp_path):
     out = egrl_train(*SMALL, "logger=bogus", cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]

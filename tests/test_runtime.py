@@ -200,7 +200,7 @@ def test_agent_submit_and_collect_keep_the_books_of_evaluate():
     for ticket, ev in zip(tickets, expected):
         np.testing.assert_array_equal(got[ticket.id].reward, ev.reward)
     assert (split.iterations, split.proposals) == (sync.iterations, sync.proposals) == (15, 18)
-    assert split.best.speedup == sync.best.speedup and len(split.buffer) == len(sync.buffer)
+    assert split.best.speedup == sync.best.speedup and len(split.record) == len(sync.record)
 
 
 def test_agent_run_with_failing_evaluator_goes_on_and_counts_failed_maps():
@@ -209,7 +209,7 @@ def test_agent_run_with_failing_evaluator_goes_on_and_counts_failed_maps():
     best = agent.run()
     assert agent.iterations == 16 and agent.failed_maps == 16 and len(agent.cache) == 0
     assert best.mapping is None and best.speedup == 0.0
-    assert len(agent.buffer) == 16 and np.all(agent.buffer.rewards[:16] == -1.0)
+    assert len(agent.record) == 16 and np.all(agent.record.rewards[:16] == -1.0)
 
 
 def test_changing_the_runtime_with_maps_in_flight_is_refused():

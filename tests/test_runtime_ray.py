@@ -25,6 +25,9 @@ from tests.nnpi_workloads import residual
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
+#: every test runs on the module's local Ray
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CHIP = str(ROOT / "benchmarks" / "sleep_chip.py")
 KIB = 1024
@@ -147,7 +150,7 @@ def test_hanging_command_times_out_and_the_run_goes_on(ray_session):
     cfg = random_cfg(budget=6, batch=3)
     agent = run_agent(env, cfg, RuntimeConfig(name="ray", workers=2, retries=1), "external", params)
     assert agent.iterations == 6 and agent.failed_maps == 6 and len(agent.cache) == 0
-    assert agent.best.mapping is None and np.all(agent.buffer.rewards[:6] == -1.0)
+    assert agent.best.mapping is None and np.all(agent.record.rewards[:6] == -1.0)
 
 
 def test_task_past_runtime_timeout_replaces_its_actor(ray_session):

@@ -94,6 +94,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     budget = 200
     reference = tmp_path / "reference"
@@ -248,13 +249,7 @@ def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store
     cfg.learner.store_repaired = store_repaired
     trainer = Trainer(small_env(), cfg)
     evaluations = []
-    record = trainer._record
-
-    def recording(answered):
-        evaluations.append(record(answered))
-        return evaluations[-1]
-
-    trainer._record = recording
+    trainer.ledger.listeners.append(lambda ticket, ev: evaluations.append(ev))
     trainer.step()
     invalid = np.concatenate([~ev.valid for ev in evaluations])
     assert invalid.any(), "the small env must produce invalid maps for this test"

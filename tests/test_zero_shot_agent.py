@@ -120,7 +120,7 @@ def test_first_map_is_greedy_then_the_first_distinct_sampled_maps(snapshot, samp
     actor.load_state_dict(agent.actor.state_dict())
     with torch.no_grad():
         greedy = actor.eval()(env.graph.x, env.graph.edge_index).argmax(dim=-1).numpy()
-    assert np.array_equal(agent.buffer.actions[0], greedy)
+    assert np.array_equal(agent.record.actions[0], greedy)
     greedy_speedup = float(env.evaluate(greedy[None]).speedup[0])
     assert {float(r["greedy_speedup"]) for r in rows} == {greedy_speedup}
     best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
@@ -133,7 +133,7 @@ def test_first_map_is_greedy_then_the_first_distinct_sampled_maps(snapshot, samp
     gen = torch.Generator(device="cpu").manual_seed(2)
     draws = [greedy] + [m for _ in range(5) for m in sample_maps(logits, 8, gen).numpy()]
     first = list(dict.fromkeys(np.asarray(m, np.int64).tobytes() for m in draws))[:30]
-    answered = agent.buffer.actions[: len(agent.buffer)].astype(np.int64)
+    answered = agent.record.actions[: len(agent.record)].astype(np.int64)
     assert set(first) == {m.tobytes() for m in answered}
 
 
@@ -190,6 +190,7 @@ def test_a_missing_policy_is_refused_before_the_run_directory():
     assert run_problems(cfg) == ["agent.policy is required: add agent.policy=VALUE"]
 
 
+@pytest.mark.slow
 def test_an_unreadable_policy_is_one_line_naming_the_option(tmp_path):
     from egrl.agents import make_agent
     from egrl.config import from_mapping

@@ -23,7 +23,6 @@ from egrl.agents.base import SearchAgent
 from egrl.agents.options import check_positive, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
-from egrl.rundir import RunDir
 from hwmodels.base import Target
 
 SOLVER_COLUMNS = (
@@ -88,18 +87,16 @@ class OptimumAgent(SearchAgent):
         }
         return {k: v for k, v in self.solver.items() if k in SOLVER_COLUMNS}
 
-    def write_outputs(self) -> None:
-        """The base outputs, with the solver's record under ``solver`` in best_mapping.json."""
-        super().write_outputs()
-        files = RunDir(self.run_dir)
-        best = files.read_best_map()
-        best["solver"] = {
-            k.removeprefix("solver_"): (
-                None if isinstance(v, float) and not math.isfinite(v) else v
-            )
-            for k, v in (self.solver or {}).items()
+    def best_extras(self) -> dict:
+        """The solver's record, under ``solver`` in best_mapping.json."""
+        return {
+            "solver": {
+                k.removeprefix("solver_"): (
+                    None if isinstance(v, float) and not math.isfinite(v) else v
+                )
+                for k, v in (self.solver or {}).items()
+            }
         }
-        files.write_best_map(best)
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:

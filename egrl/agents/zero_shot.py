@@ -36,7 +36,6 @@ from egrl.agents.egrl.transfer import check_compatible, list_snapshots
 from egrl.agents.options import check_choice, check_positive, option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
-from egrl.rundir import RunDir
 from policies.categorical import sample_maps
 from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
 
@@ -150,13 +149,9 @@ class ZeroShot(SearchAgent):
             log.warning("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
         return {"greedy_speedup": self.greedy_speedup, "draws": self.draws}
 
-    def write_outputs(self) -> None:
-        """The base outputs; ``best_mapping.json`` also names the snapshot that mapped."""
-        super().write_outputs()
-        files = RunDir(self.run_dir)
-        best = files.read_best_map() or {}
-        best["policy"] = {"snapshot": str(self.snapshot.path), "kind": self.options.kind}
-        files.write_best_map(best)
+    def best_extras(self) -> dict:
+        """``best_mapping.json`` also names the snapshot that mapped."""
+        return {"policy": {"snapshot": str(self.snapshot.path), "kind": self.options.kind}}
 
     def agent_state(self) -> dict:
         return {

@@ -126,7 +126,6 @@ def screen_problems(task: dict) -> list[str]:
     from dataclasses import fields
 
     from egrl.agents import agent_class
-    from egrl.agents.base import critic_refusal, screen_refusal
     from egrl.config import ScreenConfig
     from egrl.screening.base import CRITIC_MODELS
     from egrl.screening.models import MODELS
@@ -151,6 +150,46 @@ def screen_problems(task: dict) -> list[str]:
     if not problems and not task.get("resume"):
         problems += earlier_run_problems(task)
     return problems
+
+
+def screen_refusal(screen: str, agent: str) -> str:
+    """The line that refuses ``screen`` for an agent that does not screen its proposals."""
+    from egrl.agents import agent_class, names
+
+    screening = [n for n in names() if agent_class(n).screens]
+    return (
+        f"screen={screen} is invalid: agent {agent!r} does not screen its proposals "
+        f"(agents that do: {', '.join(screening)})"
+    )
+
+
+def critic_agents() -> list[str]:
+    """The agents that have a critic as their config (``configs/agent/<name>.yaml``) sets
+    them up: those ``screen=critic`` is for."""
+    from omegaconf import OmegaConf
+
+    from egrl.agents import agent_class, names
+    from egrl.cli.overrides import group_path
+
+    out = []
+    for name in names():
+        path = group_path("agent", name)
+        section = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+        if agent_class(name).has_critic(section):
+            out.append(name)
+    return out
+
+
+def critic_refusal(screen: str, agent: str) -> str:
+    """The line that refuses a critic screen (``screen=critic``) for an agent without a
+    critic: the ones with a critic as configured by default are named (an agent among
+    them was configured without it)."""
+    with_one = critic_agents()
+    how = " as configured" if agent in with_one else ""
+    return (
+        f"screen={screen} is invalid: agent {agent!r} has no critic{how} "
+        f"(agents with one: {', '.join(with_one)})"
+    )
 
 
 def earlier_run_problems(task: dict) -> list[str]:

@@ -2,8 +2,8 @@
 
 A run directory (written by every agent, see :mod:`egrl.agents.base`; its files are named
 by :mod:`egrl.rundir`) holds ``config.yaml`` (the resolved config),
-``checkpoints/gen_XXXXXX/`` (whose ``buffer`` is the replay buffer with every map the run
-evaluated) and ``best_mapping.json``. :func:`load_artifacts` rebuilds the environment
+``checkpoints/gen_XXXXXX/`` (whose ``record`` holds every map the run evaluated:
+:func:`egrl.ledger.record_state`) and ``best_mapping.json``. :func:`load_artifacts` rebuilds the environment
 from the config and evaluates every map again, so the report's speedups and validity
 come from the hardware model, not from stored rewards alone (a stored reward that
 disagrees is logged).
@@ -19,6 +19,7 @@ import numpy as np
 
 from egrl.checkpoint import load_state
 from egrl.env import Env, make_env
+from egrl.ledger import record_state
 from egrl.replay import ReplayBuffer
 from egrl.rundir import BEST_FILE, CHECKPOINTS_DIR, RunDir
 
@@ -252,7 +253,7 @@ def load_artifacts(run_dir: str | Path) -> RunArtifacts:
     ckpt = last_checkpoint(run_dir)
     state = load_state(ckpt)
     env = env_from_config(cfg)
-    buf_state = state["buffer"]
+    buf_state = record_state(state)
     shape = (int(buf_state["num_units"]), int(buf_state["num_heads"]))
     if shape != (env.num_units, env.num_heads):
         raise ValueError(

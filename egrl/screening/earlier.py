@@ -88,13 +88,14 @@ def load_measured(path: Path, prior: str | None = None) -> Measured:
     """
     from egrl.checkpoint import load_state
     from egrl.cli.build import env_from_config
+    from egrl.ledger import record_state
 
     config = read_config(path)
     files = RunDir(path)
     checkpoint = files.latest_checkpoint()
     if checkpoint is None:
         raise EarlierRunError(f"screen.init_from={path} is invalid: the run has no checkpoint")
-    buffer = load_state(checkpoint).get("buffer") or {}
+    buffer = record_state(load_state(checkpoint))
     size = int(buffer.get("size", 0))
     if size == 0:
         raise EarlierRunError(f"screen.init_from={path} is invalid: the run measured nothing")

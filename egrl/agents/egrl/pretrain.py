@@ -37,12 +37,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from egrl.agents.base import TIMING_COLUMNS, Best, measure_cache, replay_buffer
+from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.egrl.sac import SACDiscrete
 from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
+from egrl.callbacks import Callback, MetricsFile, ProgressBar
 from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
 from egrl.env import REWARDS, Env
+from egrl.ledger import Best, make_record, measure_cache
 from egrl.rundir import CONFIG_FILE, RunDir
 from egrl.runtime import LocalRuntime
 from egrl.runtime.dispatch import Dispatcher
@@ -211,8 +213,10 @@ class MultiWorkloadPretrainer(Trainer):
         self.graphs = {name: env.graph.to(self.device) for name, env in self.envs.items()}
         self.graphs[self.home] = self.graph
         size = cfg.learner.buffer_size
-        self.buffers = {name: replay_buffer(env, size) for name, env in self.envs.items()}
+        self.buffers = {name: make_record(env, size) for name, env in self.envs.items()}
         self.buffers[self.home] = self.buffer
+        self.records = {name: make_record(env, size) for name, env in self.envs.items()}
+        self.records[self.home] = self.record
         self.bests = {name: Best() for name in self.envs}
         self.bests[self.home] = self.best
         cache_size = self.cfg.cache_size
@@ -250,15 +254,22 @@ class MultiWorkloadPretrainer(Trainer):
     @contextmanager
     def on_workload(self, name: str) -> Iterator[None]:
         """Act, evaluate and record on workload ``name``; back to the home workload after."""
-        self.env, self.graph = self.envs[name], self.graphs[name]
-        self.buffer, self.best = self.buffers[name], self.bests[name]
-        self.cache, self.dispatcher = self.caches[name], self.dispatchers[name]
+        self._point_at(name)
         try:
             yield
         finally:
-            self.env, self.graph = self.envs[self.home], self.graphs[self.home]
-            self.buffer, self.best = self.buffers[self.home], self.bests[self.home]
-            self.cache, self.dispatcher = self.caches[self.home], self.dispatchers[self.home]
+            self._point_at(self.home)
+
+    def _point_at(self, name: str) -> None:
+        """Make workload ``name``'s environment, graph, buffer, record, best map, cache and
+        dispatcher the trainer's."""
+        self.env, self.graph = self.envs[name], self.graphs[name]
+        self.buffer, self.record, self.best = (
+            self.buffers[name],
+            self.records[name],
+            self.bests[name],
+        )
+        self.cache, self.dispatcher = self.caches[name], self.dispatchers[name]
 
     # -------------------------------------------------------------- generation
     def step(self) -> dict:
@@ -279,8 +290,10 @@ class MultiWorkloadPretrainer(Trainer):
         return [(self.graphs[name], self.buffers[name]) for name in self.envs]
 
     # ---------------------------------------------------------------- outputs
-    def write_outputs(self) -> None:
-        """Nothing beyond metrics, snapshots and checkpoints: :func:`pretrain` evaluates."""
+    def default_callbacks(self) -> list[Callback]:
+        """The progress bar and metrics; no best map or plots: :func:`pretrain` evaluates."""
+        out: list[Callback] = [ProgressBar(self.cfg.progress)]
+        return out + [MetricsFile()] if self.run_dir is not None else out
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
@@ -293,6 +306,7 @@ class MultiWorkloadPretrainer(Trainer):
             "others": [
                 {
                     "buffer": self.buffers[n].state_dict(),
+                    "record": self.records[n].state_dict(),
                     "best": self.bests[n].state_dict(),
                     "cache": self.caches[n].state_dict(),
                 }
@@ -308,9 +322,11 @@ class MultiWorkloadPretrainer(Trainer):
             )
         super().load_agent_state(state)
         self.bests[self.home] = self.best
+        self.records[self.home] = self.record
         others = [name for name in self.envs if name != self.home]
         for name, saved in zip(others, state["others"], strict=True):
             self.buffers[name].load_state_dict(saved["buffer"])
+            self.records[name].load_state_dict(saved.get("record") or saved["buffer"])
             self.bests[name] = Best(**saved["best"])
             self.caches[name].load_state_dict(saved.get("cache"))
 

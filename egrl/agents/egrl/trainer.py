@@ -46,7 +46,7 @@ screen when the learners are built; it ranks once the learner has made its first
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,9 +61,10 @@ from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
 from egrl.agents.egrl.warm_start import warm_start
 from egrl.agents.options import check_start, option_error, parse_options, start_mappings
-from egrl.callbacks import Callback, Checkpointer, PolicySnapshots
+from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
+from egrl.ledger import make_record
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from policies import GraphUNetActor, seeded_init
@@ -81,8 +82,11 @@ REPAIRED = "repaired"
 #: values of ``agent.overlap``: ``auto`` overlaps when the runtime measures out of process
 OVERLAP = ("auto", True, False)
 
-#: what to do with one submission's answer (keyed by ticket id while it is outstanding)
-Pending = dict[int, Callable[[Evaluation], None]]
+#: what each submission of a generation holds, by ticket id: the population's members of
+#: one kind ``(POPULATION, members [M])``, a learner's noisy rollouts ``(NOISY, index)``
+#: or the lead learner's clean ones ``(CLEAN, None)``
+Sent = dict[int, tuple[str, Any]]
+POPULATION, NOISY, CLEAN = "population", "noisy", "clean"
 #: learner updates made in one generation: ``(updates, mean statistics)`` per block
 UpdateLog = list[tuple[int, dict[str, float]]]
 
@@ -123,6 +127,7 @@ class Trainer(SearchAgent):
 
     accepts_init_from = True
     screens = True
+    snapshots = True
     extra_columns = (
         "champion_type",
         "champion_descent",
@@ -141,6 +146,10 @@ class Trainer(SearchAgent):
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
+        #: the learners' replay buffer: every answered map (and, with
+        #: ``learner.store_repaired``, the compiler's repairs), Algorithm 2's shared buffer
+        self.buffer = make_record(env, cfg.learner.buffer_size)
+        self.ledger.listeners.append(self._store)
         self.device = torch.device(cfg.device)
         self.graph = env.graph.to(self.device)
         in_dim = int(env.graph.x.shape[1])
@@ -272,29 +281,45 @@ class Trainer(SearchAgent):
         return bool(self.options.overlap)
 
     def step(self) -> dict:
-        """One generation of Algorithm 2; returns its agent-specific metrics."""
-        row: dict = {}
+        """One generation of Algorithm 2 (EGRL, Appendix C); returns its metrics.
+
+        The population's maps and the learners' rollouts are submitted together (a remote
+        runtime measures them at once); every answer is in before fitness, the learners'
+        remaining updates, migration and evolution.
+        """
         steps_before = self.env_steps
-        pending: Pending = {}
-        finish_population = finish_learners = None
-        if self.population is not None:
-            finish_population = self._submit_population(pending)
+        sent: Sent = {}
+        # the population's maps: one per member, a batch per member kind (GNN inference)
+        kinds = None if self.population is None else self._submit_population(sent)
+        # the learners' rollouts: noisy ones as the portfolio allocates, the lead's clean ones
         if self.portfolio is not None:
-            finish_learners = self._submit_learner_rollouts(pending)
+            self._submit_rollouts(sent)
+        # the answers, each stored in the shared replay buffer (:meth:`_store`); with
+        # overlap the learners update while they come in
         overlap = self.portfolio is not None and self.overlap
-        updates = self._drain(pending, steps_before if overlap else None)
-        if finish_population is not None:
-            row.update(finish_population())
+        answers, updates = self._answers(sent, steps_before if overlap else None)
+        row: dict = {}
+        if kinds is not None:
+            # fitness: each member's reward (a member the budget left unmeasured ranks last)
+            row.update(self._set_fitness(kinds, sent, answers))
         if self.portfolio is not None:
-            row.update(finish_learners())
+            row.update(self._rollout_metrics(sent, answers))
+            # the learners' updates: gradient_ratio per environment step, off-policy
             row.update(self._learner_updates(self.env_steps - steps_before, updates))
-            migrate = self.cfg.agent.migration and self.population is not None
-            if migrate and (self.generation + 1) % max(1, self.cfg.agent.migration_every) == 0:
+            # migration: the lead learner's actor replaces the population's weakest member
+            if self._migrates():
                 actor = self.portfolio.learners[self._lead_learner()].actor
                 self.timer.measure("evolution", self.population.migrate, actor, self.graph)
+        # evolution: elites, tournament selection, crossover, mutation
         if self.population is not None and not self.done:
             self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
         return row
+
+    def _migrates(self) -> bool:
+        """Whether the lead learner migrates into the population this generation."""
+        every = max(1, self.cfg.agent.migration_every)
+        migration = self.cfg.agent.migration and self.population is not None
+        return bool(migration) and (self.generation + 1) % every == 0
 
     @property
     def env_steps(self) -> int:
@@ -302,17 +327,21 @@ class Trainer(SearchAgent):
         (``"paid"``) or every answered map, paid or not (``"proposal"``)."""
         return self.iterations if self.cfg.learner.update_on == "paid" else self.proposals
 
-    def _drain(self, pending: Pending, overlap_from: int | None = None) -> UpdateLog:
-        """Collect every outstanding submission and hand each answer to its callback.
+    def _answers(
+        self, sent: Sent, overlap_from: int | None = None
+    ) -> tuple[dict[int, Evaluation], UpdateLog]:
+        """Every submission's evaluation, by ticket id, and the learner updates made
+        while waiting.
 
         With ``overlap_from`` (:attr:`env_steps` at the generation's start) the learners
         make one update at a time while answers are outstanding, as long as they owe
-        updates for the steps answered since then (``learner.update_on``) and the buffer is past its
-        burn-in; otherwise this only waits. Returns the updates made.
+        updates for the steps answered since then and the buffer is past its burn-in;
+        otherwise this only waits, and records keep the submission order on every runtime.
         """
+        answers: dict[int, Evaluation] = {}
         done: UpdateLog = []
         ratio = self.cfg.learner.gradient_ratio
-        while pending:
+        while len(answers) < len(sent):
             owed = 0
             if overlap_from is not None:
                 answered = self.env_steps - overlap_from
@@ -320,22 +349,21 @@ class Trainer(SearchAgent):
             replay = self._ready_replay() if owed > 0 else None
             if replay is not None:
                 self._train(replay, 1, done)
-                answers = self.collect(block=False)
-            else:  # without overlap, records keep the submission order on every runtime
-                answers = self.collect(block=True, ordered=overlap_from is None)
-            for ticket, ev in answers:
-                pending.pop(ticket.id)(ev)
-        return done
+                arrived = self.collect(block=False)
+            else:
+                arrived = self.collect(block=True, ordered=overlap_from is None)
+            answers.update((ticket.id, ev) for ticket, ev in arrived)
+        return answers, done
 
-    def _record(self, answered) -> Evaluation:
-        """:meth:`SearchAgent._record`; with ``learner.store_repaired`` the compiler's repair
-        of every invalid map also enters the buffer, scored as the valid map it is.
+    def _store(self, ticket, ev: Evaluation) -> None:
+        """Every answered map goes to the replay buffer; with ``learner.store_repaired`` the
+        compiler's repair of every invalid map too.
 
         The penalised proposal stays in the buffer; the repaired map ``ev.rectified`` is
         added beside it with reward ``(L_c / L)^2`` of its own latency and source
         ``"repaired"``. It is not a proposal: it costs no iteration and adds no update.
         """
-        ev = super()._record(answered)
+        self.buffer.add(ticket.maps, ev.reward, ticket.source)
         invalid = np.flatnonzero(~ev.valid)
         if self.cfg.learner.store_repaired and self.portfolio is not None and len(invalid):
             rectified = np.asarray(ev.rectified)[invalid]
@@ -347,52 +375,46 @@ class Trainer(SearchAgent):
             )
             keep = np.isfinite(repaired.reward)
             self.buffer.add(rectified[keep], repaired.reward[keep], REPAIRED)
-        return ev
 
     @property
     def wants_probs(self) -> bool:
         """Whether the target repairs maps from the policy's probabilities."""
         return self.env.wants_probabilities
 
-    def _submit_population(self, pending: Pending) -> Callable[[], dict]:
-        """Submit one map per member, a batch per member kind (the kind is the replay tag).
-
-        Returns what to call once every answer is in: it sets the fitness (members left
-        unmeasured by the budget rank last) and returns the population's metrics.
-        """
+    def _submit_population(self, sent: Sent) -> np.ndarray:
+        """Submit one map per member, a batch per member kind (the kind is the replay tag),
+        while the budget lasts; returns the members' kinds ``[P]``."""
         maps, kinds, probs = self.timer.measure("inference", self._population_maps)
         if self.screen is not None and self.pool > 1:
             maps = self._screen_population(maps, probs)
-        fitness = np.full(len(maps), -np.inf)
-        evaluations: list[Evaluation] = []
-
-        def fill(members: np.ndarray) -> Callable[[Evaluation], None]:
-            def answer(ev: Evaluation) -> None:
-                fitness[members[: len(ev)]] = ev.reward
-                evaluations.append(ev)
-
-            return answer
-
         for kind in dict.fromkeys(kinds.tolist()):
             if self.remaining <= 0:
                 break
             members = np.flatnonzero(kinds == kind)
             kind_probs = None if probs is None else probs[members]
-            pending[self.submit(maps[members], kind, probs=kind_probs).id] = fill(members)
+            sent[self.submit(maps[members], kind, probs=kind_probs).id] = (POPULATION, members)
+        return kinds
 
-        def finish() -> dict:
-            self.population.set_fitness(fitness)
-            self._keep_champion(fitness)
-            best = int(np.argmax(fitness))
-            return {
-                "champion_type": str(kinds[best]),
-                "champion_descent": self.population.descent_label(best),
-                "pop_best_reward": float(fitness[best]),
-                "pop_mean_reward": float(np.concatenate([e.reward for e in evaluations]).mean()),
-                "pop_valid_fraction": float(np.concatenate([e.valid for e in evaluations]).mean()),
-            }
-
-        return finish
+    def _set_fitness(self, kinds: np.ndarray, sent: Sent, answers: dict[int, Evaluation]) -> dict:
+        """Each member's fitness is its map's reward (``-inf`` for one left unmeasured by
+        the budget); keeps the champion; returns the population's metrics."""
+        fitness = np.full(len(kinds), -np.inf)
+        evaluations = []
+        for ticket_id, (role, members) in sent.items():
+            if role == POPULATION:
+                ev = answers[ticket_id]
+                fitness[members[: len(ev)]] = ev.reward
+                evaluations.append(ev)
+        self.population.set_fitness(fitness)
+        self._keep_champion(fitness)
+        best = int(np.argmax(fitness))
+        return {
+            "champion_type": str(kinds[best]),
+            "champion_descent": self.population.descent_label(best),
+            "pop_best_reward": float(fitness[best]),
+            "pop_mean_reward": float(np.concatenate([e.reward for e in evaluations]).mean()),
+            "pop_valid_fraction": float(np.concatenate([e.valid for e in evaluations]).mean()),
+        }
 
     def _keep_champion(self, fitness: np.ndarray) -> None:
         """Remember the weights of this generation's best measured GNN member (the policy
@@ -444,30 +466,16 @@ class Trainer(SearchAgent):
 
     def _learner_rollouts(self) -> dict:
         """Noisy rollouts of the learners and the lead's clean ones, measured now."""
-        pending: Pending = {}
-        finish = self._submit_learner_rollouts(pending)
-        self._drain(pending)
-        return finish()
+        sent: Sent = {}
+        self._submit_rollouts(sent)
+        answers, _ = self._answers(sent)
+        return self._rollout_metrics(sent, answers)
 
-    def _submit_learner_rollouts(self, pending: Pending) -> Callable[[], dict]:
-        """Submit the learners' noisy rollouts, allocated by the portfolio, and the lead's
-        clean ones; returns what to call for their metrics once every answer is in."""
+    def _submit_rollouts(self, sent: Sent) -> None:
+        """Submit the learners' noisy rollouts, allocated by the portfolio (with a screen:
+        ``screen.pool`` times as many drawn, the screen's picks paid), and the lead's clean
+        ones, while the budget lasts."""
         lc = self.cfg.learner
-        out: dict = {}
-        noisy_rewards: list[np.ndarray] = []
-
-        def noisy(idx: int) -> Callable[[Evaluation], None]:
-            def answer(ev: Evaluation) -> None:
-                self.portfolio.record(idx, ev.reward)
-                noisy_rewards.append(ev.reward)
-
-            return answer
-
-        def clean(ev: Evaluation) -> None:
-            if len(ev):
-                out["learner_clean_reward"] = float(ev.reward[0])
-                out["learner_clean_speedup"] = float(ev.speedup[0])
-
         counts = self.portfolio.allocate(lc.rollouts, self.rng)
         for idx, count in enumerate(counts):
             n = min(int(count), self.remaining)
@@ -479,19 +487,29 @@ class Trainer(SearchAgent):
             if self.pool > 1:
                 keep = self.select(maps, n, probs=probs, free=True)
                 maps, probs = maps[keep], None if probs is None else probs[keep]
-            pending[self.submit(maps, LEARNER, probs=probs).id] = noisy(idx)
+            sent[self.submit(maps, LEARNER, probs=probs).id] = (NOISY, idx)
         n = min(lc.clean_rollouts, self.remaining)
         if n > 0:
             learner = self.portfolio.learners[self._lead_learner()]
             maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, False)
-            pending[self.submit(maps, LEARNER, probs=probs).id] = clean
+            sent[self.submit(maps, LEARNER, probs=probs).id] = (CLEAN, None)
 
-        def finish() -> dict:
-            if noisy_rewards:
-                out["learner_noisy_reward"] = float(np.concatenate(noisy_rewards).max())
-            return out
-
-        return finish
+    def _rollout_metrics(self, sent: Sent, answers: dict[int, Evaluation]) -> dict:
+        """Each learner's noisy rewards go to the portfolio; returns the best noisy reward
+        and the clean rollout's reward and speedup."""
+        out: dict = {}
+        noisy: list[np.ndarray] = []
+        for ticket_id, (role, idx) in sent.items():
+            ev = answers[ticket_id]
+            if role == NOISY:
+                self.portfolio.record(idx, ev.reward)
+                noisy.append(ev.reward)
+            elif role == CLEAN and len(ev):
+                out["learner_clean_reward"] = float(ev.reward[0])
+                out["learner_clean_speedup"] = float(ev.speedup[0])
+        if noisy:
+            out["learner_noisy_reward"] = float(np.concatenate(noisy).max())
+        return out
 
     def _lead_learner(self) -> int:
         """The learner with the best recent rollouts (the one that migrates and acts clean)."""
@@ -539,19 +557,6 @@ class Trainer(SearchAgent):
         row["gradient_steps"] = total * len(self.portfolio.learners)
         return row
 
-    def write_outputs(self) -> None:
-        """The base outputs and, when a learner trains, ``entropy.png``: its policy entropy."""
-        super().write_outputs()
-        if self.portfolio is not None:
-            from egrl.plots import plot_learner_entropy
-
-            plot_learner_entropy(
-                self.rows,
-                self.run_dir / "entropy.png",
-                uniform=uniform_entropy(self.num_choices),
-                title=f"{self.name} learner on {self.env.workload.name}",
-            )
-
     # -------------------------------------------------------------- snapshots
     @property
     def trained_on(self) -> str:
@@ -559,12 +564,10 @@ class Trainer(SearchAgent):
         return self.env.workload.name
 
     def default_callbacks(self) -> list[Callback]:
-        """The base's, with the GNN policy snapshots for zero-shot transfer (every
-        ``snapshot_every`` generations and at the end) before the checkpoints."""
+        """The base's, and with a run directory and a learner ``entropy.png``."""
         out = super().default_callbacks()
-        if self.run_dir is not None:
-            at = next((i for i, c in enumerate(out) if isinstance(c, Checkpointer)), len(out))
-            out.insert(at, PolicySnapshots(self.cfg.snapshot_every))
+        if self.run_dir is not None and self.portfolio is not None:
+            out.append(EntropyPlot(uniform_entropy(self.num_choices)))
         return out
 
     def save_policy_snapshot(self) -> Path:
@@ -594,6 +597,7 @@ class Trainer(SearchAgent):
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
         return {
+            "replay": self.buffer.state_dict(),
             "population": None if self.population is None else self.population.state_dict(),
             "portfolio": None if self.portfolio is None else self.portfolio.state_dict(),
             "learners": None
@@ -601,10 +605,39 @@ class Trainer(SearchAgent):
             else [learner.state_dict() for learner in self.portfolio.learners],
         }
 
+    def load_state_dict(self, state: dict) -> None:
+        """The base's; a checkpoint written before the replay buffer was the trainer's own
+        holds it as the run's record (``"buffer"``)."""
+        super().load_state_dict(state)
+        if "replay" not in state["agent"]:
+            self.buffer.load_state_dict(state["buffer"])
+
     def load_agent_state(self, state: dict) -> None:
+        if "replay" in state:
+            self.buffer.load_state_dict(state["replay"])
         if self.population is not None:
             self.population.load_state_dict(state["population"])
         if self.portfolio is not None:
             self.portfolio.load_state_dict(state["portfolio"])
             for learner, learner_state in zip(self.portfolio.learners, state["learners"]):
                 learner.load_state_dict(learner_state)
+
+
+class EntropyPlot(Callback):
+    """``entropy.png`` at the end of a run that did not fail: the learner's policy entropy
+    per generation against the uniform policy's ``uniform``."""
+
+    def __init__(self, uniform: float) -> None:
+        self.uniform = uniform
+
+    def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
+        if error is not None:
+            return
+        from egrl.plots import plot_learner_entropy  # matplotlib: only when a run ends
+
+        plot_learner_entropy(
+            agent.rows,
+            agent.run_dir / "entropy.png",
+            uniform=self.uniform,
+            title=f"{agent.name} learner on {agent.env.workload.name}",
+        )

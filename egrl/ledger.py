@@ -1,0 +1,309 @@
+"""The measuring ledger of a run: what is sent to the chip, what it answered, what it cost.
+
+A :class:`Ledger` stands between an agent and the hardware. :meth:`Ledger.submit` sends a
+batch of maps ``[B, N, H]`` through the measure cache and the budget
+(:class:`~egrl.runtime.dispatch.Dispatcher`) to a runtime; :meth:`Ledger.collect` takes the
+answers back and records each one:
+
+- paid measurements (``iterations``, never past the budget), proposals (every map
+  answered, paid or not) and failed maps are counted;
+- the :attr:`Ledger.record` keeps every answered map with its reward and source: the
+  run's archive of maps, read back from checkpoints by reports and by ``screen.init_from``
+  (:func:`record_state`);
+- :attr:`Ledger.best` keeps the best map the chip ran;
+- the learned screen, if any, learns from the paid maps that were measured;
+- ``evaluations.csv`` gets every answered map (with ``record_evaluations``);
+- each ``listener`` (an agent's own, e.g. EGRL's replay buffer) is told of every answer.
+
+:meth:`Ledger.evaluate` is submit-and-wait. The ledger knows nothing of generations or
+policies: the clock it stamps records with is given to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from egrl.env import Env, Evaluation
+from egrl.evaluations import EvaluationLog
+from egrl.measure_cache import MeasureCache
+from egrl.replay import ReplayBuffer
+from egrl.runtime import LocalRuntime, Runtime
+from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
+
+#: the phases of a generation whose wall time metrics.csv reports (``t_<phase>``)
+PHASES = ("inference", "evaluation", "learner", "evolution")
+#: the phase of a screening run spent fitting its model and choosing candidates
+SCREEN_PHASE = "screening"
+#: told of every answered submission: its ticket and its evaluation
+Listener = Callable[[Ticket, Evaluation], None]
+
+
+@dataclass
+class Best:
+    """The best map the chip ran so far (a valid proposal, or under ``reward=repaired`` the
+    compiler's repair of any proposal)."""
+
+    reward: float = -np.inf
+    speedup: float = 0.0
+    latency_s: float = float("nan")
+    iteration: int = 0
+    mapping: np.ndarray | None = None
+
+    def update(self, maps: np.ndarray, ev: Evaluation, iterations: np.ndarray) -> None:
+        """Keep the best map of a batch that earned a speedup (ties keep the earlier one).
+
+        ``iterations`` int ``[B]``: the paid measurements made when each map was answered.
+
+        The kept map is the one the chip ran, ``ev.rectified``: the proposal itself when it
+        was valid, its repair when the environment scores repaired maps.
+        """
+        ran = np.flatnonzero(ev.speedup > 0)
+        if len(ran) == 0:
+            return
+        i = ran[np.argmax(ev.speedup[ran])]
+        if ev.speedup[i] > self.speedup:
+            self.reward = float(ev.reward[i])
+            self.speedup = float(ev.speedup[i])
+            self.latency_s = float(ev.latency_s[i])
+            self.iteration = int(iterations[i])
+            self.mapping = np.asarray(ev.rectified[i], dtype=np.int64).copy()
+
+    def state_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Timer:
+    """Cumulative wall time per phase of the search loop."""
+
+    totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+
+    def measure(self, phase: str, fn: Callable, *args, **kwargs):
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.totals[phase] += time.perf_counter() - start
+        return out
+
+
+def make_record(env: Env, capacity: int) -> ReplayBuffer:
+    """An empty record of ``capacity`` (at least 1) answered maps of ``env``; once full,
+    each new map overwrites the oldest."""
+    return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
+
+
+def measure_cache(env: Env, capacity: int) -> MeasureCache:
+    """An empty cache of ``capacity`` maps for ``env`` (disabled on a non-deterministic target)."""
+    return MeasureCache(capacity, env.max_choices, enabled=env.deterministic)
+
+
+def record_state(state: dict) -> dict:
+    """The record of answered maps in a checkpoint's state (``{}`` if it has none).
+
+    Checkpoints written before the record had a key of its own kept the same maps as
+    the agent's replay buffer (``"buffer"``)."""
+    return state.get("record") or state.get("buffer") or {}
+
+
+class Ledger:
+    """Measures, counts and records the maps of one run (see the module docstring).
+
+    Args:
+        env: the environment its maps are checked, measured and scored on.
+        budget: paid measurements allowed.
+        cache: answers maps measured before without paying (disabled on a noisy target).
+        record_size: most answered maps the record holds.
+        timer: where the time spent waiting for answers goes (phase ``"evaluation"``).
+        evaluation_log: ``evaluations.csv`` (a disabled log without ``record_evaluations``).
+        stamp: the generation a record belongs to and the run's wall clock now.
+        screen: the learned screen, told of every measured paid map (None: no screening).
+        pool: candidates an agent proposes per map it wants measured (``screen.pool``).
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        budget: int,
+        cache: MeasureCache,
+        record_size: int,
+        timer: Timer,
+        evaluation_log: EvaluationLog,
+        stamp: Callable[[], tuple[int, float]],
+        screen=None,
+        pool: int = 1,
+    ) -> None:
+        self.env = env
+        self.budget = int(budget)
+        self.cache = cache
+        self.record = make_record(env, record_size)
+        self.timer = timer
+        self.evaluation_log = evaluation_log
+        self.stamp = stamp
+        self.screen = screen
+        #: candidates an agent proposes per map it wants measured (1 without a screen)
+        self.pool = 1 if screen is None else int(pool)
+        self.best = Best()
+        self.iterations = 0
+        self.proposals = 0
+        self.failed_maps = 0
+        #: evaluations answered since the agent emptied it (one generation's)
+        self.batch: list[Evaluation] = []
+        self.listeners: list[Listener] = []
+        self.dispatcher: Dispatcher | None = None
+        self.use_runtime(LocalRuntime(env.measure))
+
+    # ----------------------------------------------------------------- budget
+    @property
+    def remaining(self) -> int:
+        """Paid measurements the budget still allows, maps in flight counted as paid."""
+        return self.budget - self.iterations - self.dispatcher.in_flight
+
+    @property
+    def done(self) -> bool:
+        """The budget is spent (every paid map answered)."""
+        return self.budget - self.iterations <= 0
+
+    def use_runtime(self, runtime: Runtime) -> None:
+        """Measure through ``runtime`` from now on (nothing may be in flight)."""
+        if self.dispatcher is not None and self.dispatcher.open:
+            raise RuntimeError("cannot change the runtime while maps are in flight")
+        self.runtime = runtime
+        self.dispatcher = Dispatcher(self.cache, runtime)
+        self._answered: dict[int, tuple[Ticket, Evaluation]] = {}
+
+    # ------------------------------------------------------- what is measured
+    def select(
+        self, candidates, keep: int, groups=None, probs=None, free: bool = False
+    ) -> np.ndarray:
+        """:meth:`egrl.screening.screen.Screen.select`, timed; without a screen the first
+        ``keep`` candidates."""
+        if self.screen is None:
+            return np.arange(min(int(keep), len(candidates)))
+        return self.timer.measure(
+            SCREEN_PHASE, self.screen.select, candidates, keep, groups, probs, free
+        )
+
+    def choose(self, pools, probs=None) -> np.ndarray:
+        """:meth:`egrl.screening.screen.Screen.choose`, timed: one candidate of each group
+        ``[G, K, N, H]``, int64 ``[G]``; without a screen candidate 0 of each."""
+        if self.screen is None:
+            return np.zeros(len(pools), dtype=np.int64)
+        return self.timer.measure(SCREEN_PHASE, self.screen.choose, pools, probs)
+
+    # ------------------------------------------------------------- measuring
+    def evaluate(self, maps, source: str, probs=None) -> Evaluation:
+        """Submit a batch ``[B, N, H]`` and wait for its evaluation (see :meth:`submit`)."""
+        ticket = self.submit(maps, source, probs)
+        while ticket.id not in self._answered:
+            self.timer.measure("evaluation", self._collect, True, True)
+        return self._answered.pop(ticket.id)[1]
+
+    def submit(self, maps, source: str, probs=None) -> Ticket:
+        """Send a batch of maps ``[B, N, H]`` without waiting; ``len(ticket)`` maps will be
+        answered (the longest prefix the budget allows, see the dispatcher). ``probs``:
+        None or float ``[B, N, H, C]``, the policy's probabilities, for targets that want
+        them."""
+        batch = self.env.check_maps(maps)
+        if probs is not None:
+            probs = self.env.check_probs(probs, len(batch))
+        return self.timer.measure(
+            "evaluation", self.dispatcher.submit, batch, probs, self.remaining, source
+        )
+
+    def collect(
+        self, block: bool = False, ordered: bool = False
+    ) -> list[tuple[Ticket, Evaluation]]:
+        """The submissions answered since the last call, recorded, in the order they were
+        answered; with ``block``, wait until there is at least one (unless none is open).
+        With ``ordered``, submissions are recorded in the order they were submitted."""
+        if block and not self._answered and self.dispatcher.open:
+            self.timer.measure("evaluation", self._collect, True, ordered)
+        else:
+            self._collect(False, ordered)
+        out = list(self._answered.values())
+        self._answered.clear()
+        return out
+
+    def _collect(self, block: bool, ordered: bool = False) -> None:
+        for answered in self.dispatcher.collect(block, ordered):
+            self._answered[answered.ticket.id] = (answered.ticket, self._record(answered))
+
+    def _record(self, answered: Answered) -> Evaluation:
+        """Score, count and record one answered submission (see the module docstring)."""
+        ticket, m = answered.ticket, answered.measurement
+        ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
+        self.record.add(ticket.maps, ev.reward, ticket.source)
+        for listener in self.listeners:
+            listener(ticket, ev)
+        # the screen learns from measurements: a failed map is paid, but its reward is
+        # the penalty for a map the chip did not run, not what the chip answered
+        measured = answered.paid & ~answered.failed
+        if self.screen is not None and measured.any():
+            self.screen.observe(ticket.maps[measured], ev.reward[measured])
+        self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
+        generation, wall_s = self.stamp()
+        self.evaluation_log.add(
+            ticket.source,
+            ev,
+            answered.paid,
+            (self.iterations, self.proposals),
+            generation,
+            wall_s,
+        )
+        self.iterations += int(answered.paid.sum())
+        self.proposals += len(ev)
+        self.failed_maps += int(answered.failed.sum())
+        self.batch.append(ev)
+        return ev
+
+    def metrics(self) -> dict:
+        """The metrics row's counts and best map, and ``batch_best_reward``,
+        ``batch_mean_reward`` and ``batch_valid_fraction`` of the maps answered since
+        :attr:`batch` was emptied (absent if none was)."""
+        out = {
+            "iterations": self.iterations,
+            "proposals": self.proposals,
+            "best_reward": self.best.reward,
+            "best_speedup": self.best.speedup,
+            "best_latency_s": self.best.latency_s,
+        }
+        if not self.batch:
+            return out
+        rewards = np.concatenate([ev.reward for ev in self.batch])
+        valid = np.concatenate([ev.valid for ev in self.batch])
+        if not len(rewards):
+            return out
+        return out | {
+            "batch_best_reward": float(rewards.max()),
+            "batch_mean_reward": float(rewards.mean()),
+            "batch_valid_fraction": float(valid.mean()),
+        }
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Counts, best map, record, cache and, where kept, the best-by-value record."""
+        state = {
+            "iterations": self.iterations,
+            "proposals": self.proposals,
+            "failed_maps": self.failed_maps,
+            "best": self.best.state_dict(),
+            "record": self.record.state_dict(),
+            "cache": self.cache.state_dict(),
+        }
+        if self.evaluation_log.enabled:
+            state["evaluations"] = self.evaluation_log.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Inverse of :meth:`state_dict`; reads checkpoints written before the record had
+        a key of its own (:func:`record_state`)."""
+        self.iterations = int(state["iterations"])
+        self.proposals = int(state.get("proposals", self.iterations))
+        self.failed_maps = int(state.get("failed_maps", 0))
+        self.best = Best(**state["best"])
+        self.record.load_state_dict(record_state(state))
+        self.cache.load_state_dict(state.get("cache"))
+        self.evaluation_log.load_state_dict(state.get("evaluations"))
