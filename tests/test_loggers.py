@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from egrl.agents.egrl.trainer import Trainer
-from egrl.agents.egrl.trainer import EntropyPlot
+from egrl.agents.egrl.trainer import EntropyPlot, Trainer
 from egrl.callbacks import BestMapFile, Callback, MetricsFile, ProgressBar, SpeedupPlot
 from tests.test_cli import egrl_train_in_process
 from tests.test_trainer import small_config, small_env
