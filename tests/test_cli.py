@@ -144,6 +144,7 @@ def egrl_train_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, returncode, stdout.getvalue(), stderr.getvalue())
 
 
+@pytest.mark.slow
 def test_egrl_train_writes_run_directory_and_resumes(tmp_path):
     run_dir = tmp_path / "run"
     out = egrl_train(*TINY, f"hydra.run.dir={run_dir}", cwd=tmp_path)
@@ -161,6 +162,7 @@ def test_egrl_train_writes_run_directory_and_resumes(tmp_path):
     assert [r["iterations"] for r in rerows] == [r["iterations"] for r in rows]
 
 
+@pytest.mark.slow
 def test_continue_runs_resumes_a_killed_run_and_refuses_another_config(tmp_path):
     run_dir = tmp_path / "run"
     first = egrl_train(*TINY, "continue_runs=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
@@ -190,6 +192,7 @@ def test_continue_runs_resumes_a_killed_run_and_refuses_another_config(tmp_path)
     assert "differing keys: seed" in other.stderr
 
 
+@pytest.mark.slow
 def test_egrl_train_cfg_job_prints_config(tmp_path):
     out = egrl_train("--cfg", "job", "seed=5", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -206,6 +209,7 @@ def egrl_info(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_egrl_info_answers_without_solving_the_optimum_by_default(tmp_path):
     out = egrl_info("--workload", "resnet18", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -214,6 +218,7 @@ def test_egrl_info_answers_without_solving_the_optimum_by_default(tmp_path):
     assert "optimum (" not in out.stdout
 
 
+@pytest.mark.slow
 def test_egrl_info_names_a_missing_workload_file(tmp_path):
     out = egrl_info("--workload", "missing.onnx", cwd=tmp_path)
     assert out.returncode == 2
@@ -232,6 +237,7 @@ def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
     "args",
     [("budget=-5", "seed=-1"), ("-m", "budget=10,-5", "seed=0,1")],
 )
+@pytest.mark.slow
 def test_a_refusal_reads_the_same_in_process_as_from_the_command_line(tmp_path, args):
     """:func:`egrl_train_in_process`, which most refusal tests use, against the command:
     the same exit status, stdout and stderr; no directory made by either."""
@@ -313,6 +319,7 @@ def test_resume_of_a_missing_or_foreign_directory_is_refused(tmp_path):
     assert list(empty.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_resume_applies_a_larger_budget_and_refuses_other_changes(tmp_path):
     run_dir = tmp_path / "run"
     first = egrl_train(*TINY, f"hydra.run.dir={run_dir}", cwd=tmp_path)
@@ -362,6 +369,7 @@ class BrokenChip(toy.ToyChip):
 """
 
 
+@pytest.mark.slow
 def test_a_failed_run_logs_its_error_to_train_log(tmp_path):
     chip = tmp_path / "broken_chip.py"
     chip.write_text(BROKEN_CHIP.format(toy=str(ROOT / "examples" / "toy_chip.py")))
@@ -476,6 +484,7 @@ def readme_section(title: str) -> str:
     return text[start : end if end >= 0 else None]
 
 
+@pytest.mark.slow
 def test_readme_own_model_example_runs(tmp_path):
     """The README's "Your own model" section, run as written from an empty directory."""
     section = readme_section("Your own model")

@@ -274,6 +274,7 @@ def test_sweep_command_names_the_sweep_as_it_was_read(tmp_path, monkeypatch):
     assert command == "egrl-train -m agent=random seed=0,1 hydra.sweep.dir=multirun/results/s1"
 
 
+@pytest.mark.slow
 def test_multirun_with_joblib_launcher_then_aggregate(tmp_path):
     sweep = tmp_path / "mr"
     out = subprocess.run(
@@ -458,6 +459,7 @@ def test_a_swept_budget_is_one_column(tmp_path):
     assert "Same in every group: hwmodel=nnpi." in summary
 
 
+@pytest.mark.slow
 def test_a_folder_of_unrelated_runs_gives_a_short_summary(tmp_path):
     """egrl-train's own layout (runs/<hwmodel>/<workload>/<agent>/seed...): no grid, so no
     missing cells; a flat folder whose runs fill less than half of their grid is one line."""

@@ -116,6 +116,7 @@ def test_bind_writes_the_workload_file_and_units_are_nodes():
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_measure_with_the_example_chip(maps):
     m = chip_target().measure(maps)
     assert m.rectified.shape == (3, 4, 2) and m.rectified.dtype == np.int64
@@ -134,6 +135,7 @@ def test_measure_with_the_example_chip(maps):
     np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
 
 
+@pytest.mark.slow
 def test_inline_workload_gives_the_same_answer(maps):
     inline = chip_target(inline_workload=True)
     assert inline.workload_path is None
@@ -142,6 +144,7 @@ def test_inline_workload_gives_the_same_answer(maps):
     np.testing.assert_array_equal(a.rectified, b.rectified)
 
 
+@pytest.mark.slow
 def test_chunks_are_sent_separately_and_joined(tmp_path, maps):
     log = tmp_path / "calls.jsonl"
     wrapper = script(tmp_path, "wrapper.py", WRAPPER)
@@ -158,6 +161,7 @@ def test_chunks_are_sent_separately_and_joined(tmp_path, maps):
     np.testing.assert_array_equal(m.rectified, whole.rectified)
 
 
+@pytest.mark.slow
 def test_env_reward_and_baseline_from_the_chip(maps):
     target = chip_target()
     env = egrl.Env(target, target.workload)
@@ -172,6 +176,7 @@ def test_env_reward_and_baseline_from_the_chip(maps):
 
 # ---------------------------------------------------------------- baseline fallback
 @pytest.mark.parametrize("command", ["no-baseline", "crash"])
+@pytest.mark.slow
 def test_baseline_falls_back_to_the_fallback_map(tmp_path, caplog, command):
     argv = [PY, CHIP, "--no-baseline"] if command == "no-baseline" else [PY, "-c", CRASH]
     target = ExternalModel(argv).bind(tiny_workload())
@@ -205,6 +210,7 @@ def test_bad_initial_or_fallback_choices_are_named(params, problem):
         ExternalModel("x", **params)
 
 
+@pytest.mark.slow
 def test_malformed_baseline_mapping_is_an_error():
     target = answer_target({"mapping": [[0, 1], [0, 1]]})
     with pytest.raises(
@@ -217,6 +223,7 @@ def test_malformed_baseline_mapping_is_an_error():
 
 
 # ------------------------------------------------------------------ answer defaults
+@pytest.mark.slow
 def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
     m = answer_target({"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}).measure(maps)
     np.testing.assert_array_equal(m.rectified[1], np.zeros((4, 2)))  # the fallback map
@@ -231,6 +238,7 @@ def test_defaults_when_the_chip_gives_no_rectified_maps(maps):
     assert m.latency_s[1] == 5e-3
 
 
+@pytest.mark.slow
 def test_repeats_average_the_latency_and_a_noisy_chip_is_not_deterministic(maps):
     # 3 maps x 2 repeats, sent one map's repeats after the other
     answer = {
@@ -245,6 +253,7 @@ def test_repeats_average_the_latency_and_a_noisy_chip_is_not_deterministic(maps)
     assert target.deterministic is False and chip_target().deterministic is True
 
 
+@pytest.mark.slow
 def test_an_unreported_repair_is_the_configured_fallback_map(maps):
     answer = {"latency_s": [1e-3, None, 2e-3], "valid": [True, False, True]}
     m = answer_target(answer, fallback={"weight": "LLC", "activation": "LLC"}).measure(maps)
@@ -252,6 +261,7 @@ def test_an_unreported_repair_is_the_configured_fallback_map(maps):
     np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
 
 
+@pytest.mark.slow
 def test_reassigned_bytes_are_converted(maps):
     answer = {"latency_s": [1.0, None, 1.0], "valid": [True, False, True]}
     answer["reassigned_bytes"] = [0, 2000, 0]
@@ -298,6 +308,7 @@ def test_reassigned_bytes_are_converted(maps):
         ([1, 2, 3], r"answer is a JSON list"),
     ],
 )
+@pytest.mark.slow
 def test_malformed_answers_are_named(maps, answer, problem):
     target = answer_target(answer)
     with pytest.raises(ExternalEvaluatorError, match=problem) as info:
@@ -306,6 +317,7 @@ def test_malformed_answers_are_named(maps, answer, problem):
     assert "python" in str(info.value) or PY in str(info.value)  # the command is named
 
 
+@pytest.mark.slow
 def test_not_json_is_named(tmp_path, maps):
     bad = script(tmp_path, "bad.py", "import sys; sys.stdin.read(); print('latency: 3 ms {')")
     target = ExternalModel([PY, bad], retries=0).bind(tiny_workload())
@@ -313,6 +325,7 @@ def test_not_json_is_named(tmp_path, maps):
         target.measure(maps)
 
 
+@pytest.mark.slow
 def test_logs_before_the_answer_are_tolerated(tmp_path, maps):
     answer = {"latency_s": [1.0] * 3, "valid": [True] * 3}
     noisy = script(
@@ -325,6 +338,7 @@ def test_logs_before_the_answer_are_tolerated(tmp_path, maps):
 
 
 # ------------------------------------------------------------------ failures
+@pytest.mark.slow
 def test_crash_names_exit_code_stderr_and_attempts(maps):
     target = ExternalModel([PY, "-c", CRASH], retries=1).bind(tiny_workload())
     with pytest.raises(ExternalEvaluatorError) as info:
@@ -337,12 +351,14 @@ def test_crash_names_exit_code_stderr_and_attempts(maps):
     assert len(err.partial.valid) == 0 and err.partial.rectified.shape == (0, 4, 2)
 
 
+@pytest.mark.slow
 def test_missing_executable_is_named(maps):
     target = ExternalModel(["/nonexistent/chip-runner"], retries=0).bind(tiny_workload())
     with pytest.raises(ExternalEvaluatorError, match="could not start.*chip-runner"):
         target.measure(maps)
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_process_group(tmp_path, maps):
     pid_file = tmp_path / "child.pid"
     hang = script(tmp_path, "hang.py", HANG)
@@ -370,6 +386,7 @@ def test_timeout_kills_the_process_group(tmp_path, maps):
     assert dead()
 
 
+@pytest.mark.slow
 def test_retry_after_a_transient_failure(tmp_path, maps, caplog):
     wrapper = script(tmp_path, "wrapper.py", WRAPPER)
     env = {"CHIP": CHIP, "COUNTER": str(tmp_path / "count"), "FAIL_TIMES": "1"}
@@ -381,6 +398,7 @@ def test_retry_after_a_transient_failure(tmp_path, maps, caplog):
     assert (tmp_path / "count").read_text() == "2"
 
 
+@pytest.mark.slow
 def test_failed_chunk_keeps_the_chunks_before_it(tmp_path, maps):
     wrapper = script(tmp_path, "wrapper.py", WRAPPER)
     env = {"CHIP": CHIP, "FAIL_CHUNK": "2", "LOG": str(tmp_path / "calls.jsonl")}
@@ -425,6 +443,7 @@ def test_out_of_range_maps_are_refused_before_running(maps):
         target.measure(bad)
 
 
+@pytest.mark.slow
 def test_custom_heads_reach_the_command(tmp_path):
     log = tmp_path / "request.json"
     dump = script(

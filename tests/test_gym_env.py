@@ -16,6 +16,9 @@ from workloads.ir import Node, Workload
 #: the checker's warnings (unbounded spaces, odd dtypes) are errors here
 CHECKED = "error::UserWarning"
 
+#: every test measures through the example chip, a process per call
+pytestmark = pytest.mark.slow
+
 
 def chip() -> ExternalModel:
     return ExternalModel([PY, CHIP, *CHIP_ARGS])

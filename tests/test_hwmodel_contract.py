@@ -46,7 +46,14 @@ def workload():
     return random_dag(8, np.random.default_rng(11), max_bytes=4096)
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
+#: the external model runs a process per measurement
+SLOW = {"external"}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(MODELS)],
+)
 def env(request) -> Env:
     return make_env(MODELS[request.param](), workload())
 

@@ -143,6 +143,7 @@ def test_unreadable_policies_name_the_file_and_the_problem(tmp_path):
     assert err.value.path == bad
 
 
+@pytest.mark.slow
 def test_egrl_train_refuses_a_bad_init_from_before_any_directory(tmp_path):
     missing = tmp_path / "missing"
     work = tmp_path / "work"

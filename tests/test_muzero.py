@@ -288,6 +288,7 @@ def test_random_legal_games_are_legal_as_played(one_thread):
 
 
 @pytest.mark.parametrize("agent", ["muzero", "muzero-true", "es", "random-legal"])
+@pytest.mark.slow
 def test_egrl_train_runs_the_game_agents(agent, tmp_path):
     extra = {
         "muzero": ["agent=muzero", "agent.simulations=2", "agent.batch_size=8"],

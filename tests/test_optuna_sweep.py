@@ -33,6 +33,7 @@ def test_preset_maximises_over_population_and_learner_settings():
     assert preset["hydra"]["mode"] == "MULTIRUN"
 
 
+@pytest.mark.slow
 def test_three_trial_sweep_reports_its_best_trial(tmp_path):
     sweep = tmp_path / "sweep"
     done = egrl_train(
@@ -61,6 +62,7 @@ def test_three_trial_sweep_reports_its_best_trial(tmp_path):
         assert config[group][name] == pytest.approx(value), key
 
 
+@pytest.mark.slow
 def test_bad_bound_of_a_search_space_is_refused_before_the_sweep(tmp_path):
     done = egrl_train(
         tmp_path,

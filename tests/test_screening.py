@@ -297,6 +297,7 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
     assert with_screen_of_its_time(new).screen.name == "forest"
 
 
+@pytest.mark.slow
 def test_an_unknown_screen_is_refused_before_any_directory(tmp_path):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", "screen=bogus"]
     line = "screen=bogus is invalid: expected one of critic, forest, gnn, none"
@@ -318,6 +319,7 @@ def test_bad_screen_options_are_refused_before_any_directory(tmp_path, override,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_an_agent_that_does_not_screen_refuses_a_screen(tmp_path):
     """A real process: the line names the agents registered there (tests register more)."""
     args = ["workload=resnet18", "budget=20", "agent=greedy-dp", "screen=forest"]

@@ -108,6 +108,7 @@ def run_on_ray(pool, cfg):
     [EA, {**EGRL, "overlap": False}, SA],
     ids=["ea", "egrl-synchronous", "sa"],
 )
+@pytest.mark.slow
 def test_screening_on_ray_gives_the_local_run(ray_pool, agent):
     remote = run_on_ray(ray_pool, config(agent, 40))
     assert_screen_saw_the_paid_maps(remote)
@@ -118,6 +119,7 @@ def test_screening_on_ray_gives_the_local_run(ray_pool, agent):
 
 
 @pytest.mark.parametrize("screen", ["forest", "critic"])
+@pytest.mark.slow
 def test_with_overlap_the_screen_is_fitted_and_rated_on_whole_generations(ray_pool, screen):
     """The learner updates while maps are in flight; the model is still fitted once per
     generation on every paid map before it, stays as fitted while the learner updates

@@ -80,6 +80,7 @@ def test_earlier_runs_teach_a_forest_on_another_workload(tmp_path):
     assert rho > 0.3  # the description carries across workloads of one chip
 
 
+@pytest.mark.slow
 def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
     earlier = earlier_run(tmp_path / "resnet18", "resnet18")
     screen = {"name": "forest", "pool": 2, "warmup": 0, "trees": 8, "init_from": [str(earlier)]}
@@ -107,6 +108,7 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_an_external_chip_screens_with_the_nnpi_prior(tmp_path):
     chip = f"[{sys.executable},{ROOT / 'examples' / 'external_chip.py'},--shared-bandwidth]"
     out = egrl_train(

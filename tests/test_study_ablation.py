@@ -101,6 +101,7 @@ def test_plan_keeps_the_old_scripts_runs(study):
     assert len(stage) == 10
 
 
+@pytest.mark.slow
 def test_smoke_preset_end_to_end(tmp_path):
     """Two variants x two seeds of 20 samples on resnet18 through the runner; the section's
     numbers are those of the run directories."""

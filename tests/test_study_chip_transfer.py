@@ -65,6 +65,7 @@ def test_shared_bandwidth_overlaps_levels_and_shares_one():
     assert serial.shared_bandwidth is False  # the default stays the serial model
 
 
+@pytest.mark.slow
 def test_shared_bandwidth_answers_the_protocol():
     request = {
         "protocol": "egrl-external/1",
@@ -175,6 +176,7 @@ def test_plan_pretrains_on_nnpi_then_fine_tunes_on_the_chip(tmp_path):
         next(chip_transfer.plan(plan_cfg(tmp_path, "seeds=0"), tmp_path))
 
 
+@pytest.mark.slow
 def test_smoke_preset_end_to_end(tmp_path):
     """Pretrain on NNP-I resnet18 (24 samples), then two chip runs from scratch and two
     fine-tuned (24 samples each), small policy, through the runner."""

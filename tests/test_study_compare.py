@@ -114,6 +114,7 @@ def smoke(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_smoke_runs_and_transfer_outputs(smoke):
     for agent in ("egrl", "greedy-dp"):
         for seed in (0, 1):
@@ -124,6 +125,7 @@ def test_smoke_runs_and_transfer_outputs(smoke):
         assert {r["policy"] for r in rows} == {"learner", "champion"}
 
 
+@pytest.mark.slow
 def test_smoke_page_numbers_come_from_the_run_directories(smoke):
     text = (smoke / "results.md").read_text(encoding="utf-8")
     head, _, rest = text.partition("<!-- section: other")
@@ -158,6 +160,7 @@ def test_smoke_page_numbers_come_from_the_run_directories(smoke):
     assert head.rstrip().endswith("## Runs left out\n\nnone")
 
 
+@pytest.mark.slow
 def test_smoke_again_runs_nothing_new(smoke):
     csv_path = RunDir(smoke / "resnet18" / "egrl" / "seed0").transfer_csv
     stamp = csv_path.stat().st_mtime_ns

@@ -185,6 +185,7 @@ def test_a_plan_naming_a_variant_without_overrides_is_refused(tmp_path):
         next(learner_cost.plan(cfg, tmp_path))
 
 
+@pytest.mark.slow
 def test_smoke_preset_end_to_end(tmp_path):
     """EGRL at Table 2's rate, with a small critic, and EA, two seeds of 24 paid
     measurements on resnet18, through the runner; the section's numbers are the runs'."""

@@ -47,6 +47,7 @@ def test_every_shipped_plan_loads_and_names_its_module():
         assert callable(module.plan) and callable(module.analyse) and callable(module.render)
 
 
+@pytest.mark.slow
 def test_run_skips_finished_runs_and_writes_the_section(tmp_path, monkeypatch):
     plan = plan_file(tmp_path)
     page = tmp_path / "page.md"

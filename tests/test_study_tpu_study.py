@@ -189,6 +189,7 @@ def in_time(path) -> dict[str, np.ndarray]:
     return {k: v[ok] for k, v in rec.items()}
 
 
+@pytest.mark.slow
 def test_smoke_study_end_to_end(tmp_path):
     out = tmp_path / "study"
     assert runner.run("tpu-study-smoke", [f"out={out}"]) == 0

@@ -84,6 +84,7 @@ def test_a_positive_number_or_null_is_accepted():
     assert from_mapping({}).time_limit_s is None
 
 
+@pytest.mark.slow
 def test_egrl_train_refuses_a_bad_limit_before_any_directory(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "egrl.cli.train", "time_limit_s=0"],

@@ -87,6 +87,7 @@ def small_run(*args: str, run_dir) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("agent", ["egrl", "sa"])
+@pytest.mark.slow
 def test_egrl_train_runs_on_the_toy_chip(tmp_path, agent):
     out = small_run(f"agent={agent}", run_dir=tmp_path / agent)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -128,6 +128,7 @@ def test_layout_figure_is_written(tmp_path):
     assert len(fig.axes[0].collections[0].get_paths()) == int(game.layout().allocated.sum())
 
 
+@pytest.mark.slow
 def test_egrl_train_runs_on_the_game(tmp_path):
     tiny = [a for a in TINY if not a.startswith(("workload=", "budget="))]
     out = subprocess.run(

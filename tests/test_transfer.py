@@ -374,6 +374,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_killed_pretraining_resumes_from_the_cli_like_an_uninterrupted_run(tmp_path):
     files = {}
     for name, w in {"a": source_workload(), "b": target_workloads()["residual7"]}.items():
