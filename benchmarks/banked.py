@@ -51,11 +51,11 @@ def agent_mapping(env, budget: int, seed: int) -> tuple[np.ndarray, dict]:
     """The best map of an EA run (population only) of ``budget`` paid measurements."""
     import torch
 
+    from egrl.agents import train_config
     from egrl.agents.egrl.trainer import Trainer
-    from egrl.config import from_mapping
 
     torch.set_num_threads(1)
-    cfg = from_mapping(
+    cfg = train_config(
         {
             "seed": seed,
             "budget": budget,

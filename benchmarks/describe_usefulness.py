@@ -68,8 +68,7 @@ def run_maps(env: Env, agent: str, budget: int, seed: int) -> np.ndarray:
     """
     import yaml
 
-    from egrl.agents import make_agent
-    from egrl.config import from_mapping
+    from egrl.agents import make_agent, train_config
 
     seen: list[np.ndarray] = []
     measure = env.measure
@@ -80,7 +79,7 @@ def run_maps(env: Env, agent: str, budget: int, seed: int) -> np.ndarray:
 
     env.measure = recording
     agent_cfg = yaml.safe_load((ROOT / "configs" / "agent" / f"{agent}.yaml").read_text())
-    cfg = from_mapping({"seed": seed, "budget": budget, "progress": False, "agent": agent_cfg})
+    cfg = train_config({"seed": seed, "budget": budget, "progress": False, "agent": agent_cfg})
     try:
         with tempfile.TemporaryDirectory(prefix="describe-usefulness-") as run_dir:
             make_agent(env, cfg, run_dir).run()

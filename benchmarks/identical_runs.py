@@ -71,7 +71,7 @@ CASES: dict[str, list[str]] = {
     "nnpi-greedy-dp": [*NNPI, "agent=greedy-dp"],
     "nnpi-nevergrad": [*NNPI, "agent=nevergrad"],
     "nnpi-optimum": ["hwmodel=nnpi", "workload=resnet18", "agent=optimum", "budget=5"],
-    "nnpi-zero-shot": [*NNPI, "agent=zero-shot", "agent.policy={out}/nnpi-egrl", *SMALL],
+    "nnpi-zero-shot": [*NNPI, "agent=zero-shot", "agent.policy={out}/nnpi-egrl"],
     "nnpi-egrl-init-from": [*NNPI, "agent=egrl", "init_from={out}/nnpi-egrl", *SMALL],
     "nnpi-ea-forest": [*NNPI, "agent=ea", *SMALL, "screen=forest", "screen.pool=4"],
     "nnpi-egrl-critic": [

@@ -41,9 +41,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from egrl.agents import make_agent
+from egrl.agents import make_agent, train_config
 from egrl.agents.egrl.sac import SACDiscrete, masked_log_probs
-from egrl.config import from_mapping
 from egrl.env import make_env
 
 log = logging.getLogger("learner_diagnosis")
@@ -131,7 +130,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
     OmegaConf.set_struct(cfg, False)
     plain = {k: v for k, v in cfg.items() if k not in ("hwmodel", "workload", "resume", "hydra")}
-    train_cfg = from_mapping(OmegaConf.create(plain))
+    train_cfg = train_config(OmegaConf.create(plain))
     torch.set_num_threads(max(1, int(cfg.threads)))
     params = OmegaConf.to_container(cfg.hwmodel, resolve=True).get("params") or {}
     env = make_env(
@@ -144,7 +143,7 @@ def main() -> None:
     last = {"row": -args.every, "greedy_valid": float("nan"), "burn_in": False}
 
     def watched(env_steps: int) -> dict:
-        if not last["burn_in"] and len(trainer.buffer) >= train_cfg.learner.burn_in:
+        if not last["burn_in"] and len(trainer.buffer) >= train_cfg.agent.learner.burn_in:
             last["burn_in"] = True
             counts = trainer.buffer.counts_by_source()
             valid = float((trainer.buffer.rewards[: len(trainer.buffer)] > 0).mean())

@@ -40,8 +40,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from egrl import make_env  # noqa: E402
-from egrl.agents import make_agent  # noqa: E402
-from egrl.config import AgentConfig, LearnerConfig, TrainConfig, from_mapping  # noqa: E402
+from egrl.agents import make_agent, train_config  # noqa: E402
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig  # noqa: E402
+from egrl.config import AgentConfig, TrainConfig  # noqa: E402
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime  # noqa: E402
 
 log = logging.getLogger("ray_throughput")
@@ -113,7 +114,7 @@ def nnpi_ea(args: argparse.Namespace) -> list[dict]:
             seed=0,
             budget=args.nnpi_budget,
             progress=False,
-            agent=AgentConfig("ea", use_learner=False),
+            agent=EGRLConfig("ea", use_learner=False),
         )
         config = RuntimeConfig(name=name, workers=workers, start_timeout_s=args.start_timeout)
         agent, wall = timed_run(env, cfg, "nnpi", {}, config)
@@ -137,7 +138,7 @@ def learner_preset(name: str) -> LearnerConfig:
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "learner" / f"{name}.yaml"))
-    return from_mapping({"learner": values}).learner
+    return train_config({"learner": values}).agent.learner
 
 
 def egrl_overlap(args: argparse.Namespace) -> list[dict]:
@@ -151,8 +152,7 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
             seed=0,
             budget=args.overlap_budget,
             progress=False,
-            agent=AgentConfig("egrl", options={"overlap": overlap}),
-            learner=learner_preset(learner),
+            agent=EGRLConfig("egrl", options={"overlap": overlap}, learner=learner_preset(learner)),
         )
         config = RuntimeConfig(
             name="ray", workers=args.overlap_workers, start_timeout_s=args.start_timeout

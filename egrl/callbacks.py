@@ -1,18 +1,21 @@
-"""What a search calls as it goes: the progress bar, ``metrics.csv``, snapshots, checkpoints,
-the loggers, and a user's own.
+"""What a search calls as it goes: the progress bar, ``metrics.csv``, the run's outputs, the
+loggers, and a user's own.
 
 :meth:`egrl.agents.base.SearchAgent.run` calls every :class:`Callback` of the run, in order,
-at the run's start, at the end of each generation, after each checkpoint and policy
-snapshot, and at the run's end (also when it fails, with the error). The agent's own
-(:meth:`~egrl.agents.base.SearchAgent.default_callbacks`) come first::
+at the run's start, after each checkpoint and policy snapshot the loop writes
+(``checkpoint_every``, ``keep_checkpoints``; ``snapshot_every`` for agents with policies),
+at the end of each generation, and at the run's end (also when it fails, with the error).
+The agent's own (:func:`default_callbacks`) come first::
 
     ProgressBar        the tqdm bar (``progress``)
     MetricsFile        one metrics.csv row per generation             (with a run directory)
-    PolicySnapshots    policies/iter_XXXXXX.safetensors (EGRL, EA, PG: ``snapshot_every``)
-    Checkpointer       checkpoints/gen_XXXXXX (``checkpoint_every``, ``keep_checkpoints``)
+    BestMapFile        best_mapping.json at the end                   (with a run directory)
+    SpeedupPlot        speedup.png at the end                         (with a run directory)
 
-then the loggers of the ``logger`` group (:mod:`egrl.loggers`) and the callbacks given to
-``run``. A callback of your own subclasses :class:`Callback` and overrides what it needs::
+then the agent's own outputs (EGRL's learner entropy plot), the loggers of the ``logger``
+group (:mod:`egrl.loggers`) and the callbacks given to ``run``. A callback reads the run
+(:class:`RunView`) and never calls back into it. A callback of your own subclasses
+:class:`Callback` and overrides what it needs::
 
     class PrintBest(Callback):
         def on_generation_end(self, agent, row):

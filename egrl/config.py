@@ -1,97 +1,49 @@
 """Plain configuration records for training, usable with or without Hydra.
 
-Defaults are the values of Table 2 of the EGRL paper (Khadka et al., "Optimizing Memory
-Placement using Evolutionary Graph Reinforcement Learning", arXiv:2007.07298, 2020). The
-Hydra tree under ``configs/`` mirrors these records one group per swappable part;
-:func:`from_mapping` builds a :class:`TrainConfig` from a Hydra ``DictConfig`` or any
-nested mapping.
+A run's config holds the run's own keys (seed, budget, ...), its screen and its agent's
+section; an agent with options and sections of its own (EGRL's policy, population and
+learner: :mod:`egrl.agents.egrl.config`) declares them, with their rules, in a subclass
+of :class:`AgentConfig` beside its code. The Hydra tree under ``configs/`` mirrors these
+records one group per swappable part; :func:`from_mapping` builds a :class:`TrainConfig`
+from a Hydra ``DictConfig`` or any nested mapping (:func:`egrl.agents.train_config` with
+the agent's own config class).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from egrl import validation
-from egrl.agents.egrl.sac import SACConfig
 from egrl.screening import rules as screen_rules
 from egrl.validation import Rule
 
 
 @dataclass
 class AgentConfig:
-    """Which agent runs (``egrl.agents.names()``) and its switches.
+    """Which agent runs (``egrl.agents.names()``) and its options.
 
-    For EGRL: ``egrl`` uses both halves, ``ea`` only the population, ``pg`` only the
-    learner. Keys an agent's config adds beyond these fields land in ``options`` and are
-    the agent's own parameters (e.g. a simulated-annealing schedule).
+    Keys of an agent's section beyond ``name`` land in ``options`` and are the agent's own
+    parameters (e.g. a simulated-annealing schedule, read by
+    :func:`egrl.agents.options.parse_options`). An agent with sections of its own (EGRL's
+    policy, population and learner) has a config class of its own, a subclass
+    (:class:`egrl.agents.egrl.config.EGRLConfig`), named by its agent class's
+    ``config_class``.
     """
 
     name: str = "egrl"
-    use_population: bool = True
-    use_learner: bool = True
-    migration: bool = True
-    migration_every: int = 1
     options: dict = field(default_factory=dict)
 
+    #: dotted key -> rule for the keys this config owns (checked before a run starts)
+    RULES: ClassVar[dict[str, Rule]] = {}
+    #: the run config's top-level sections this config owns
+    SECTIONS: ClassVar[dict[str, type]] = {}
 
-@dataclass
-class PolicyConfig:
-    """Graph U-Net actor and twin-Q critic sizes (Table 2); the critic's width and depth
-    are the learner's ``critic_hidden`` and ``critic_depth`` where set."""
-
-    hidden: int = 128
-    out: int = 128
-    depth: int = 4
-    heads: int = 4
-
-
-@dataclass
-class PopulationConfig:
-    """Mixed population; keys beyond ``size`` and ``boltzmann_fraction`` go to ``MixedPopulation``."""
-
-    size: int = 20
-    boltzmann_fraction: float = 0.2
-    options: dict = field(default_factory=dict)
-
-
-@dataclass
-class LearnerConfig(SACConfig):
-    """The learner side of a run: discrete SAC's hyperparameters and its rollouts.
-
-    The SAC fields (``gamma``, ``lr_actor``, ``lr_critic``, ``alpha``, ``tau``,
-    ``reward_scale``, ``batch_size``, ``noise_std``, ... : Table 2 and Appendix D) are
-    inherited from :class:`egrl.agents.egrl.sac.SACConfig`; the fields below are the trainer's. An
-    unknown key is an error (a misspelt hyperparameter must not be ignored).
-
-    ``critic_hidden`` and ``critic_depth`` (inherited too) size the twin-Q critic apart
-    from the actor: ``None`` (the default) gives it the policy's ``hidden`` and ``depth``,
-    as every run before them had; it always has the policy's ``heads``, which must divide
-    ``critic_hidden``.
-
-    ``store_repaired``: for every invalid map evaluated, also store the map the compiler
-    repaired it into (``ev.rectified``) with the reward of a valid map, ``(L_c / L)^2``,
-    beside the penalised proposal (source ``"repaired"``; it adds no gradient steps).
-
-    ``update_on``: what the learner's ``gradient_ratio`` updates are owed on. ``"paid"``
-    (the default): paid measurements, Table 2's "1 gradient step per environment step"
-    (a map answered from the measure cache is not an environment step, though it enters
-    the replay buffer), so a run of budget ``B`` makes about ``B x gradient_ratio``
-    updates, as every run did before the cache. ``"proposal"``: every answered map, paid
-    or not (what the trainer did between the measure cache and the learner's speed work:
-    docs/learner.md, "Speed").
-    """
-
-    num_learners: int = 1
-    rollouts: int = 1
-    clean_rollouts: int = 1
-    buffer_size: int = 100_000
-    gradient_ratio: float = 0.1
-    burn_in: int = 48
-    ucb_c: float = 1.0
-    store_repaired: bool = False
-    update_on: str = "paid"
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any]) -> AgentConfig:
+        """The agent section ``cfg["agent"]`` of a run's nested mapping ``cfg``."""
+        return build_section(cls, dict(cfg.get("agent") or {}))
 
 
 @dataclass
@@ -131,7 +83,9 @@ class TrainConfig:
     generations in a row stops, and so does one whose generations' wall time (``wall_s``,
     across resumes) has passed ``time_limit_s`` (None: no limit). ``init_from`` (a run
     directory, a policy snapshot or a checkpoint) starts the GNN policies of
-    ``egrl``/``ea``/``pg`` from a trained one.
+    ``egrl``/``ea``/``pg`` from a trained one. ``record_size``: the most answered maps the
+    run's record keeps (:class:`egrl.ledger.Ledger`; reports and ``screen.init_from``
+    read it).
     """
 
     seed: int = 0
@@ -149,27 +103,24 @@ class TrainConfig:
     max_stale_generations: int = 100
     time_limit_s: float | None = None
     init_from: str | None = None
+    record_size: int = 100_000
     agent: AgentConfig = field(default_factory=AgentConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    population: PopulationConfig = field(default_factory=PopulationConfig)
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
     screen: ScreenConfig = field(default_factory=ScreenConfig)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The nested mapping a run's config holds: the agent's own sections (EGRL's
+        policy, population and learner) at the top level, as :func:`from_mapping` reads them."""
+        out = asdict(self)
+        for section in type(self.agent).SECTIONS:
+            out[section] = out["agent"].pop(section)
+        return out
 
 
-_SECTIONS = {
-    "agent": AgentConfig,
-    "policy": PolicyConfig,
-    "population": PopulationConfig,
-    "learner": LearnerConfig,
-    "screen": ScreenConfig,
-}
-
-
-def _build(cls, data: dict[str, Any]):
-    names = {f.name for f in fields(cls)}
+def build_section(cls, data: dict[str, Any], exclude: set[str] = frozenset()):
+    """An instance of the dataclass ``cls`` from the mapping ``data``: keys beyond its
+    fields go to its ``options`` where it has them, else are an error; fields in
+    ``exclude`` are not read from ``data``."""
+    names = {f.name for f in fields(cls)} - set(exclude)
     known = {k: v for k, v in data.items() if k in names and k != "options"}
     extra = {k: v for k, v in data.items() if k not in names}
     if "options" in names:
@@ -179,36 +130,50 @@ def _build(cls, data: dict[str, Any]):
     return cls(**known)
 
 
-#: dotted key -> rule, for every option of a training run (:class:`TrainConfig`): the
-#: shared options' (:data:`egrl.validation.RULES`), then the screen's
+#: dotted key -> rule, for every option of a training run (:class:`TrainConfig`) but its
+#: agent's own: the shared options' (:data:`egrl.validation.RULES`), then the screen's
 #: (:data:`egrl.screening.rules.RULES`)
 RULES: dict[str, Rule] = {**validation.RULES, **screen_rules.RULES}
 
 
-def problem(key: str, value: Any) -> str | None:
+def run_rules(agent_config: type[AgentConfig] = AgentConfig) -> dict[str, Rule]:
+    """Every rule of a run whose agent has the config class ``agent_config``, in the order
+    problems are reported: the shared options', the agent's, the screen's."""
+    return {**validation.RULES, **agent_config.RULES, **screen_rules.RULES}
+
+
+def problem(key: str, value: Any, rules: Mapping[str, Rule] | None = None) -> str | None:
     """The line that says why ``value`` is not allowed for the option ``key`` of a
-    training run; None if it is (or the key has no rule)."""
-    return validation.problem(key, value, RULES)
+    training run (``rules``: :func:`run_rules`, default :data:`RULES`); None if it is
+    (or the key has no rule)."""
+    return validation.problem(key, value, RULES if rules is None else rules)
 
 
-def config_problems(cfg: Mapping) -> list[str]:
+def config_problems(cfg: Mapping, rules: Mapping[str, Rule] | None = None) -> list[str]:
     """One line per value of the nested training config ``cfg`` that breaks its rule
-    (:data:`RULES`; absent keys pass)."""
-    return validation.config_problems(cfg, RULES)
+    (``rules``: :func:`run_rules`, default :data:`RULES`; absent keys pass)."""
+    return validation.config_problems(cfg, RULES if rules is None else rules)
 
 
-def check_config(cfg: Mapping) -> None:
+def check_config(cfg: Mapping, rules: Mapping[str, Rule] | None = None) -> None:
     """Raise :class:`egrl.validation.ConfigError` naming every value of the nested
-    training config ``cfg`` that breaks its rule (:data:`RULES`)."""
-    validation.check_config(cfg, RULES)
+    training config ``cfg`` that breaks its rule (``rules``: default :data:`RULES`)."""
+    validation.check_config(cfg, RULES if rules is None else rules)
 
 
-def from_mapping(cfg: Any) -> TrainConfig:
-    """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config).
+#: top-level sections of a run's config the run itself reads (the agent's own aside)
+_RUN_SECTIONS = {"agent", "screen"}
 
-    Every value is checked against :data:`RULES` first: a value out of
-    range raises :class:`egrl.validation.ConfigError` (a ``ValueError``) naming the key,
-    the value and what is allowed.
+
+def from_mapping(cfg: Any, agent_config: type[AgentConfig] = AgentConfig) -> TrainConfig:
+    """A :class:`TrainConfig` from a nested mapping (e.g. a resolved Hydra config), its
+    agent section built by ``agent_config`` (:func:`egrl.agents.train_config` picks the
+    agent's own from the registry).
+
+    Every value is checked first (:func:`run_rules`): a value out of range raises
+    :class:`egrl.validation.ConfigError` (a ``ValueError``) naming the key, the value and
+    what is allowed. Top-level sections the agent does not own (a run saved when every
+    run carried EGRL's policy, population and learner sections) are not read.
     """
     try:
         from omegaconf import OmegaConf
@@ -218,9 +183,9 @@ def from_mapping(cfg: Any) -> TrainConfig:
     except ImportError:  # pragma: no cover - omegaconf is a dependency
         pass
     cfg = dict(cfg)
-    check_config(cfg)
-    top = {f.name for f in fields(TrainConfig)} - set(_SECTIONS)
+    check_config(cfg, run_rules(agent_config))
+    top = {f.name for f in fields(TrainConfig)} - _RUN_SECTIONS
     kwargs = {k: cfg[k] for k in top if k in cfg}
-    for key, cls in _SECTIONS.items():
-        kwargs[key] = _build(cls, dict(cfg.get(key) or {}))
+    kwargs["agent"] = agent_config.from_mapping(cfg)
+    kwargs["screen"] = build_section(ScreenConfig, dict(cfg.get("screen") or {}))
     return TrainConfig(**kwargs)

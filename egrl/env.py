@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -358,3 +359,33 @@ def make_env(
         )
     target = hwmodel.bind(workload)
     return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)
+
+
+def hw_params(cfg: Any) -> dict:
+    """The hardware model's parameters (``hwmodel.params``) of a run's config (a nested
+    mapping or a Hydra ``DictConfig``) as a plain dict."""
+    return dict((_plain(cfg).get("hwmodel") or {}).get("params") or {})
+
+
+def env_from_config(cfg: Any) -> Env:
+    """The hardware model ``cfg.hwmodel`` bound to the workload ``cfg.workload`` of a run's
+    config (raises what :func:`make_env` raises: a workload that does not fit, ...)."""
+    task = _plain(cfg)
+    workload = task.get("workload") or {}
+    return make_env(
+        hwmodel=task["hwmodel"]["name"],
+        workload=workload["name"],
+        invalid_reward_scale=task.get("invalid_reward_scale", 1.0),
+        reward=task.get("reward", "egrl"),
+        eliminate_data_movement=bool(workload.get("eliminate_data_movement", False)),
+        **hw_params(task),
+    )
+
+
+def _plain(cfg: Any) -> dict:
+    """A run's config as a plain dict (a Hydra ``DictConfig`` resolved)."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(cfg):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)

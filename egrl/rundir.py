@@ -30,6 +30,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from egrl.checkpoint import (
+    SKELETON_FILE,
+    list_checkpoints,
+    load_latest,
+    prune_checkpoints,
+    save_state,
+)
+
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
@@ -111,7 +119,6 @@ def is_run_dir(path: str | Path) -> bool:
 
 def is_checkpoint(path: str | Path) -> bool:
     """``path`` is one checkpoint directory (it holds ``state.json``)."""
-    from egrl.checkpoint import SKELETON_FILE
 
     return (Path(path) / SKELETON_FILE).is_file()
 
@@ -302,8 +309,6 @@ class RunDir:
     # ------------------------------------------------------------ checkpoints
     def list_checkpoints(self) -> list[Path]:
         """Checkpoints ``gen_XXXXXX`` (and leftover ``.old``), newest first."""
-        from egrl.checkpoint import list_checkpoints
-
         return list_checkpoints(self.checkpoints)
 
     def latest_checkpoint(self) -> Path | None:
@@ -319,15 +324,11 @@ class RunDir:
 
         Damaged checkpoints are skipped and set aside (:func:`egrl.checkpoint.load_latest`).
         """
-        from egrl.checkpoint import load_latest
-
         return load_latest(self.checkpoints)
 
     def save_checkpoint(self, state: dict, generation: int, keep: int) -> Path:
         """Write ``state`` as the checkpoint after ``generation`` (atomically) and keep the
         newest ``keep`` checkpoints."""
-        from egrl.checkpoint import prune_checkpoints, save_state
-
         path = save_state(state, self.checkpoint(generation))
         prune_checkpoints(self.checkpoints, keep, path)
         return path

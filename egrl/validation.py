@@ -124,7 +124,8 @@ FRACTION = Rule(float, low=0, high=1)  # [0, 1]
 FLAG = Rule(bool)
 
 #: dotted key -> rule, for every option of a training run (``egrl.config.TrainConfig``)
-#: outside its ``screen`` section
+#: outside its ``screen`` section and its agent's own (an agent's config class has them:
+#: ``egrl.agents.egrl.config.EGRLConfig.RULES``)
 RULES: dict[str, Rule] = {
     "seed": at_least(0),
     "budget": at_least(1),
@@ -137,6 +138,7 @@ RULES: dict[str, Rule] = {
     "reward": Rule(str, pattern=r"egrl|repaired", describe="egrl or repaired"),
     "progress": FLAG,
     "cache_size": at_least(0),
+    "record_size": at_least(1),
     "max_stale_generations": at_least(1),
     "time_limit_s": Rule(float, low=0, low_open=True, optional=True),
     "init_from": Rule(
@@ -144,48 +146,6 @@ RULES: dict[str, Rule] = {
     ),
     "device": Rule(str, pattern=r"cpu|cuda(:\d+)?", describe="cpu, cuda or cuda:N"),
     "agent.name": Rule(str, pattern=r"\S+", describe="an agent name (egrl.agents.names())"),
-    "agent.use_population": FLAG,
-    "agent.use_learner": FLAG,
-    "agent.migration": FLAG,
-    "agent.migration_every": at_least(1),
-    "policy.hidden": at_least(1),
-    "policy.out": at_least(1),
-    "policy.depth": at_least(1),
-    "policy.heads": at_least(1),
-    "population.size": at_least(1),
-    "population.boltzmann_fraction": FRACTION,
-    "learner.num_learners": at_least(1),
-    "learner.rollouts": at_least(0),
-    "learner.clean_rollouts": at_least(0),
-    "learner.buffer_size": at_least(1),
-    "learner.gradient_ratio": at_least(0, float),
-    "learner.burn_in": at_least(0),
-    "learner.ucb_c": at_least(0, float),
-    "learner.gamma": FRACTION,
-    "learner.lr_actor": positive(),
-    "learner.lr_critic": positive(),
-    "learner.lr_alpha": positive(),
-    "learner.alpha": Rule(float, low=0, words=("auto",)),
-    "learner.alpha_init": positive(),
-    "learner.target_entropy_ratio": FRACTION,
-    "learner.entropy_reduction": Rule(str, choices=("sum", "mean")),
-    "learner.reward_norm": Rule(str, choices=("buffer", "none")),
-    "learner.store_repaired": FLAG,
-    "learner.update_on": Rule(str, choices=("paid", "proposal")),
-    "learner.tau": Rule(float, low=0, high=1, low_open=True),
-    "learner.reward_scale": positive(),
-    "learner.reward_shift": Rule(float),
-    "learner.batch_size": at_least(1),
-    "learner.action_noise_std": at_least(0, float),
-    "learner.action_noise_clip": at_least(0, float),
-    "learner.clamp_noisy_action": FLAG,
-    "learner.noise_std": at_least(0, float),
-    "learner.actor_action": Rule(str, choices=("probs", "argmax_probs")),
-    "learner.target_actor": FLAG,
-    "learner.grad_clip_norm": Rule(float, low=0, low_open=True, optional=True),
-    "learner.shared_critic_encoder": FLAG,
-    "learner.critic_hidden": Rule(int, low=1, optional=True),
-    "learner.critic_depth": Rule(int, low=1, optional=True),
 }
 
 

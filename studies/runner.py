@@ -33,6 +33,7 @@ from types import ModuleType
 
 from omegaconf import DictConfig, OmegaConf
 
+from egrl.cli.overrides import own_overrides
 from egrl.rundir import RunDir
 from egrl.runs import Run, RunSet, collect_runs, load_run
 from studies import render as rendering
@@ -201,15 +202,17 @@ def hydra_quote(value: str) -> str:
 def train_command(
     cfg: DictConfig, out: Path, group: str, seeds: Sequence[int], overrides: Sequence[str]
 ) -> list[str]:
-    """The ``egrl-train -m`` command of one group of runs (they differ only in the seed)."""
+    """The ``egrl-train -m`` command of one group of runs (they differ only in the seed).
+
+    The plan's overrides of sections the group's agent does not own (EGRL's policy,
+    population and learner, for a plan that runs other agents too) are left out."""
+    every = [*overrides, *cfg.get("overrides", []), *cfg.get("set", [])]
     return [
         sys.executable,
         "-m",
         "egrl.cli.train",
         "-m",
-        *overrides,
-        *cfg.get("overrides", []),
-        *cfg.get("set", []),
+        *own_overrides(every),
         f"seed={','.join(str(s) for s in seeds)}",
         "continue_runs=true",
         *cfg.get("launcher", []),

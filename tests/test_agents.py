@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from egrl import make_env
-from egrl.agents import make_agent, names
+from egrl.agents import config_class, make_agent, names
 from egrl.agents.annealing import neighbours
 from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.greedy_dp import head_combinations
-from egrl.config import AgentConfig, TrainConfig
+from egrl.config import TrainConfig
 from egrl.env import Env
 from hwmodels.base import Target
 from hwmodels.nnpi.target import NNPITarget
@@ -53,7 +53,7 @@ def config(name: str, seed: int = 0, budget: int = 101, **options) -> TrainConfi
         progress=False,
         checkpoint_every=2,
         keep_checkpoints=1000,
-        agent=AgentConfig(name=name, options={**OPTIONS[name], **options}),
+        agent=config_class(name)(name=name, options={**OPTIONS[name], **options}),
     )
 
 

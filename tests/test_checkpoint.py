@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from egrl import make_env
-from egrl.agents import make_agent
+from egrl.agents import config_class, make_agent
 from egrl.agents.base import TIMING_COLUMNS
 from egrl.checkpoint import (
     SKELETON_FILE,
@@ -30,7 +30,7 @@ from egrl.checkpoint import (
     save_state,
     verify_state,
 )
-from egrl.config import AgentConfig, TrainConfig
+from egrl.config import TrainConfig
 from tests.nnpi_workloads import residual
 
 KIB = 1024
@@ -302,7 +302,7 @@ def config(name: str = "random", keep: int = 1000) -> TrainConfig:
         progress=False,
         checkpoint_every=2,
         keep_checkpoints=keep,
-        agent=AgentConfig(name=name, options=options),
+        agent=config_class(name)(name=name, options=options),
     )
 
 

@@ -18,16 +18,11 @@ from omegaconf import OmegaConf
 from torch_geometric.data import Data
 
 from egrl import make_env
+from egrl.agents import train_config
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.sac import SACConfig, SACDiscrete
 from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
-from egrl.config import (
-    AgentConfig,
-    LearnerConfig,
-    PolicyConfig,
-    PopulationConfig,
-    TrainConfig,
-    from_mapping,
-)
+from egrl.config import TrainConfig
 from egrl.replay import ReplayBuffer
 from egrl.validation import ConfigError
 from policies import TwinQCritic
@@ -123,11 +118,11 @@ def test_bad_sizes_are_refused():
     with pytest.raises(ValueError, match="multiple of the attention heads"):
         learner(critic_hidden=7)
     with pytest.raises(ConfigError, match="learner.critic_depth=0 is invalid"):
-        from_mapping({"learner": {"critic_depth": 0}})
+        train_config({"learner": {"critic_depth": 0}})
     with pytest.raises(ConfigError, match="learner.critic_hidden=1.5 is invalid"):
-        from_mapping({"learner": {"critic_hidden": 1.5}})
-    cfg = from_mapping({"learner": {"critic_hidden": None, "critic_depth": 3}})
-    assert (cfg.learner.critic_hidden, cfg.learner.critic_depth) == (None, 3)
+        train_config({"learner": {"critic_hidden": 1.5}})
+    cfg = train_config({"learner": {"critic_hidden": None, "critic_depth": 3}})
+    assert (cfg.agent.learner.critic_hidden, cfg.agent.learner.critic_depth) == (None, 3)
 
 
 # ------------------------------------------------------------------ whole runs
@@ -143,10 +138,12 @@ def small_config(budget: int = 70, **learner_keys) -> TrainConfig:
         progress=False,
         checkpoint_every=2,
         snapshot_every=1000,
-        agent=AgentConfig(name="egrl"),
-        policy=PolicyConfig(**POLICY),
-        population=PopulationConfig(size=6, boltzmann_fraction=0.5),
-        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0, **learner_keys),
+        agent=EGRLConfig(
+            name="egrl",
+            policy=PolicyConfig(**POLICY),
+            population=PopulationConfig(size=6, boltzmann_fraction=0.5),
+            learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0, **learner_keys),
+        ),
     )
 
 
@@ -160,8 +157,9 @@ def test_null_sizes_give_the_run_of_the_policys_sizes(tmp_path):
     default = small_config()
     values = default.to_dict()
     values["learner"] |= {"critic_hidden": None, "critic_depth": None}
-    typed = from_mapping(values)
-    sized = replace(default, learner=replace(default.learner, critic_hidden=16, critic_depth=2))
+    typed = train_config(values)
+    learner = replace(default.agent.learner, critic_hidden=16, critic_depth=2)
+    sized = replace(default, agent=replace(default.agent, learner=learner))
     for name, cfg in (("default", default), ("null", typed), ("sized", sized)):
         Trainer(small_env(), cfg, tmp_path / name).run()
     reference = metrics(tmp_path / "default")
@@ -213,4 +211,5 @@ def test_a_resumed_run_keeps_its_learner_when_the_defaults_move(tmp_path):
     RunDir(run_dir).write_config(old)
     learner_cfg = resumed_config(today, run_dir, typed=[]).learner
     assert learner_cfg.critic_hidden is None and learner_cfg.critic_depth is None
-    assert from_mapping(resumed_config(today, run_dir, typed=[])).learner.gradient_ratio == 1.0
+    resumed = train_config(resumed_config(today, run_dir, typed=[]))
+    assert resumed.agent.learner.gradient_ratio == 1.0

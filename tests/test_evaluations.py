@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from egrl.agents import make_agent
-from egrl.config import from_mapping
+from egrl.agents import make_agent, train_config
 from egrl.env import make_env
 from egrl.rundir import EVALUATION_COLUMNS, RunDir
 from hwmodels.tpu.game import ACTIONS
@@ -17,7 +16,7 @@ WORKLOAD = "resnet50@op"
 
 
 def config(budget: int, record: bool = True) -> object:
-    return from_mapping(
+    return train_config(
         {
             "seed": 0,
             "budget": budget,

@@ -25,7 +25,7 @@ def test_sac_table2_holds_every_learner_key():
 def test_sac_table2_is_table_2s_update_rate():
     with initialize_config_module("configs", version_base=None):
         cfg = compose("train", overrides=["learner=sac-table2"])
-    learner = train_config(cfg).learner
+    learner = train_config(cfg).agent.learner
     assert (learner.gradient_ratio, learner.batch_size) == (1.0, 24)
     assert (learner.update_on, learner.critic_hidden, learner.critic_depth) == ("paid", None, None)
     # today's learner, not EGRL's exact one (learner=sac-paper)

@@ -12,9 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from egrl import make_env
-from egrl.agents import SearchAgent
+from egrl.agents import SearchAgent, train_config
 from egrl.cli.report import main as egrl_report
-from egrl.config import from_mapping
 from egrl.replay import ReplayBuffer
 from egrl.report import (
     active_decisions,
@@ -75,7 +74,7 @@ def make_run(root: Path, seed: int) -> tuple[Path, MutationAgent]:
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(cfg)), "utf-8")
     env = make_env("nnpi", workload, **HW_PARAMS)
-    train_cfg = from_mapping({k: v for k, v in cfg.items() if k not in ("hwmodel", "workload")})
+    train_cfg = train_config({k: v for k, v in cfg.items() if k not in ("hwmodel", "workload")})
     agent = MutationAgent(env, train_cfg, run_dir)
     agent.run()
     return run_dir, agent

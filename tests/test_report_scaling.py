@@ -11,9 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from egrl import make_env
-from egrl.agents import SearchAgent
+from egrl.agents import SearchAgent, train_config
 from egrl.cli.report import main as egrl_report
-from egrl.config import from_mapping
 from egrl.report import load_artifacts, run_transitions
 from egrl.report.layout import (
     CELL_TEXT_MAX,
@@ -107,7 +106,7 @@ def mcm_run(tmp_path_factory) -> Path:
     }
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(cfg)), "utf-8")
     env = make_env("mcm", "resnet18")
-    train_cfg = from_mapping({k: v for k, v in cfg.items() if k not in ("hwmodel", "workload")})
+    train_cfg = train_config({k: v for k, v in cfg.items() if k not in ("hwmodel", "workload")})
     BoundaryAgent(env, train_cfg, run_dir).run()
     return run_dir
 

@@ -18,7 +18,8 @@ import pytest
 from egrl import make_env
 from egrl.agents import make_agent
 from egrl.agents.base import TIMING_COLUMNS
-from egrl.config import AgentConfig, LearnerConfig, PopulationConfig, TrainConfig
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PopulationConfig
+from egrl.config import AgentConfig, TrainConfig
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
@@ -91,9 +92,12 @@ def egrl_runs(overlap, budget: int = 30) -> list:
         seed=5,
         budget=budget,
         progress=False,
-        agent=AgentConfig("egrl", options={"overlap": overlap}),
-        population=PopulationConfig(size=6),
-        learner=LearnerConfig(gradient_ratio=1.0),  # Table 2's rate: updates in 30 paid maps
+        agent=EGRLConfig(
+            "egrl",
+            options={"overlap": overlap},
+            population=PopulationConfig(size=6),
+            learner=LearnerConfig(gradient_ratio=1.0),  # Table 2's rate: updates in 30 paid maps
+        ),
     )
     return [
         run_agent(make_env("nnpi", w, **params), cfg, RuntimeConfig(name=n), "nnpi", params)
@@ -116,7 +120,7 @@ def test_overlapped_egrl_on_ray_keeps_the_bookkeeping_exact(ray_session, one_thr
     # each generation past the burn-in made gradient_ratio updates per paid measurement
     steps = [r["gradient_steps"] for r in remote.rows]
     paid = np.diff([0] + [r["iterations"] for r in remote.rows])
-    ratio = remote.cfg.learner.gradient_ratio
+    ratio = remote.cfg.agent.learner.gradient_ratio
     assert steps == [0 if s == 0 else round(p * ratio) for s, p in zip(steps, paid)]
     assert sum(steps) > 0
     valid, latency = remote.env.check_maps(remote.best.mapping[None]), remote.best.latency_s

@@ -11,10 +11,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from egrl import make_env
-from egrl.agents import make_agent
+from egrl.agents import make_agent, train_config
 from egrl.agents.base import METRIC_COLUMNS, SCREEN_TIMING_COLUMN, TIMING_COLUMNS
 from egrl.cli.resume import with_screen_of_its_time
-from egrl.config import ScreenConfig, config_problems, from_mapping
+from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import Domain, ForestModel, Measured
@@ -37,7 +37,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def run_config(agent: dict, budget: int, screen: dict, seed: int = 0, **keys):
     """A small screening run: tiny policies, a population of 6, a checkpoint a generation."""
-    return from_mapping(
+    return train_config(
         {
             "seed": seed,
             "budget": budget,
@@ -274,7 +274,7 @@ def test_agents_that_do_not_screen_refuse_a_screen():
 
 def test_without_screening_metrics_keep_their_columns():
     env = make_env("nnpi", "resnet18")
-    run = make_agent(env, from_mapping({"agent": {"name": "random"}, "progress": False}))
+    run = make_agent(env, train_config({"agent": {"name": "random"}, "progress": False}))
     assert run.screen is None and run.pool == 1
     assert run.columns == METRIC_COLUMNS + TIMING_COLUMNS[1:]
 

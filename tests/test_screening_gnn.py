@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from egrl import make_env
-from egrl.agents import make_agent
-from egrl.config import from_mapping
+from egrl.agents import make_agent, train_config
 from egrl.screening.features import Featurizer
 from egrl.screening.gnn import GNNModel
 from egrl.screening.models import Domain, ForestModel, Measured, build_model
@@ -103,7 +102,7 @@ def test_gnn_fits_on_several_workloads_and_ranks_another():
 
 def gnn_run(budget: int, **screen):
     screen = {"name": "gnn", "pool": 3, "explore": 0.25, "warmup": 12, "steps": 40, **screen}
-    return from_mapping(
+    return train_config(
         {
             "seed": 0,
             "budget": budget,

@@ -12,8 +12,7 @@ import pytest
 
 import workloads
 from egrl import make_env
-from egrl.agents import make_agent
-from egrl.config import from_mapping
+from egrl.agents import make_agent, train_config
 from egrl.rundir import RunDir
 from egrl.screening.earlier import load_measured
 from egrl.screening.features import Featurizer, choice_shares
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def earlier_run(path: Path, workload: str, hwmodel: str = "nnpi", budget: int = 60) -> Path:
     """A short random-search run written as egrl-train writes one (config, checkpoint)."""
     cfg = {"seed": 0, "budget": budget, "progress": False, "agent": {"name": "random"}}
-    agent = make_agent(make_env(hwmodel, workload), from_mapping(cfg), run_dir=path)
+    agent = make_agent(make_env(hwmodel, workload), train_config(cfg), run_dir=path)
     agent.run()
     agent.save_checkpoint()
     full = {**cfg, "hwmodel": {"name": hwmodel, "params": {}}, "workload": {"name": workload}}
@@ -85,7 +84,7 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
     earlier = earlier_run(tmp_path / "resnet18", "resnet18")
     screen = {"name": "forest", "pool": 2, "warmup": 0, "trees": 8, "init_from": [str(earlier)]}
     agent = {"name": "random", "batch": 10}
-    cfg = from_mapping({"budget": 30, "progress": False, "agent": agent, "screen": screen})
+    cfg = train_config({"budget": 30, "progress": False, "agent": agent, "screen": screen})
     agent = make_agent(make_env("nnpi", "resnet34"), cfg)
     assert [m.domain.name for m in agent.screen.earlier] == ["resnet18"]
     assert agent.screen.refit() and agent.screen.active  # warmup 0: ranked from the start

@@ -168,13 +168,13 @@ def test_every_variant_is_a_valid_run(tmp_path):
             v: train_config(compose("train", overrides=list(cfg.variant_overrides[v])))
             for v in cfg.variants
         }
-    table2 = composed["egrl"].learner
+    table2 = composed["egrl"].agent.learner
     assert (table2.gradient_ratio, table2.batch_size, table2.critic_hidden) == (1.0, 24, None)
-    assert composed["gr0.1"].learner.gradient_ratio == 0.1
+    assert composed["gr0.1"].agent.learner.gradient_ratio == 0.1
     small = composed["small-critic"]
-    assert small.learner.critic_hidden % small.policy.heads == 0
-    assert small.learner.critic_hidden < small.policy.hidden
-    assert composed["batch8"].learner.batch_size == 8
+    assert small.agent.learner.critic_hidden % small.agent.policy.heads == 0
+    assert small.agent.learner.critic_hidden < small.agent.policy.hidden
+    assert composed["batch8"].agent.learner.batch_size == 8
     assert composed["screen-critic"].screen.name == "critic"
     assert not composed["ea"].agent.use_learner
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from egrl.agents import make_agent, register_agent
+from egrl.agents import make_agent, register_agent, train_config
 from egrl.agents.base import TIME_LIMIT_REACHED
 from egrl.agents.random_search import RandomSearch
 from egrl.cli.train import run as train_run
-from egrl.config import AgentConfig, TrainConfig, config_problems, from_mapping
+from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.validation import ConfigError
 from tests.test_muzero import SMALL, small_env
 from tests.test_muzero import config as muzero_config
@@ -75,13 +75,13 @@ def test_a_non_positive_or_non_number_limit_is_refused(value):
     line = f"time_limit_s={value if not isinstance(value, bool) else 'true'} is invalid: "
     assert config_problems({"time_limit_s": value}) == [line + "expected a number > 0 or null"]
     with pytest.raises(ConfigError, match="time_limit_s"):
-        from_mapping({"time_limit_s": value})
+        train_config({"time_limit_s": value})
 
 
 def test_a_positive_number_or_null_is_accepted():
-    assert from_mapping({"time_limit_s": 2}).time_limit_s == 2
-    assert from_mapping({"time_limit_s": None}).time_limit_s is None
-    assert from_mapping({}).time_limit_s is None
+    assert train_config({"time_limit_s": 2}).time_limit_s == 2
+    assert train_config({"time_limit_s": None}).time_limit_s is None
+    assert train_config({}).time_limit_s is None
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import pytest
 import hwmodels
 from egrl import make_env
 from egrl.agents.options import check_start, start_mappings
+from egrl.cli.overrides import own_overrides
 from tests.nnpi_workloads import layer, random_dag
 from tests.test_cli import ROOT, TINY, read_metrics
 from workloads.ir import TensorInfo, Workload
@@ -76,9 +77,9 @@ def test_optimum_is_the_best_of_all_maps():
 
 def small_run(*args: str, run_dir) -> subprocess.CompletedProcess:
     tiny = [a for a in TINY if not a.startswith(("workload=", "budget="))]
+    argv = own_overrides(["hwmodel=toy", "workload=resnet18", "budget=24", *tiny, *args])
     return subprocess.run(
-        [sys.executable, "-m", "egrl.cli.train", "hwmodel=toy", "workload=resnet18"]
-        + ["budget=24", *tiny, *args, f"hydra.run.dir={run_dir}"],
+        [sys.executable, "-m", "egrl.cli.train", *argv, f"hydra.run.dir={run_dir}"],
         cwd=ROOT,  # the config names the module by a path relative to the repository
         capture_output=True,
         text=True,

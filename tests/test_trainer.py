@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from egrl import make_env
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
-from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
+from egrl.config import TrainConfig
 from egrl.runtime import LocalRuntime
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
@@ -33,10 +34,12 @@ def small_config(seed: int = 0, budget: int = 160, **agent) -> TrainConfig:
         budget=budget,
         progress=False,
         checkpoint_every=2,
-        agent=AgentConfig(**agent),
-        policy=PolicyConfig(hidden=16, out=16, depth=2, heads=2),
-        population=PopulationConfig(size=8, boltzmann_fraction=0.25),
-        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),  # Table 2 rate
+        agent=EGRLConfig(
+            **agent,
+            policy=PolicyConfig(hidden=16, out=16, depth=2, heads=2),
+            population=PopulationConfig(size=8, boltzmann_fraction=0.25),
+            learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),  # Table 2 rate
+        ),
     )
 
 
@@ -216,7 +219,7 @@ def test_evaluate_checks_maps_before_anything_is_recorded():
 
 def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
     cfg = small_config(budget=40)
-    cfg.population = PopulationConfig(size=4, boltzmann_fraction=1.0)
+    cfg.agent.population = PopulationConfig(size=4, boltzmann_fraction=1.0)
     trainer = Trainer(small_env(), cfg)
     trainer.step()
     pop = trainer.population
@@ -233,20 +236,20 @@ def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
 
 
 def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():
+    from egrl.agents import train_config
     from egrl.agents.egrl.sac import SACConfig
-    from egrl.config import from_mapping
 
-    cfg = from_mapping({"learner": {"alpha": 0.1, "rollouts": 2}})
-    assert isinstance(cfg.learner, SACConfig)
-    assert cfg.learner.alpha == 0.1 and cfg.learner.rollouts == 2
+    cfg = train_config({"learner": {"alpha": 0.1, "rollouts": 2}})
+    assert isinstance(cfg.agent.learner, SACConfig)
+    assert cfg.agent.learner.alpha == 0.1 and cfg.agent.learner.rollouts == 2
     with pytest.raises(KeyError, match="alph"):
-        from_mapping({"learner": {"alph": 0.1}})
+        train_config({"learner": {"alph": 0.1}})
 
 
 @pytest.mark.parametrize("store_repaired", [False, True])
 def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store_repaired):
     cfg = small_config(budget=30)
-    cfg.learner.store_repaired = store_repaired
+    cfg.agent.learner.store_repaired = store_repaired
     trainer = Trainer(small_env(), cfg)
     evaluations = []
     trainer.ledger.listeners.append(lambda ticket, ev: evaluations.append(ev))
@@ -315,7 +318,7 @@ def test_overlap_updates_while_maps_are_in_flight_and_makes_as_many_updates():
     # every generation past the burn-in makes gradient_ratio updates per paid measurement
     steps = [r["gradient_steps"] for r in over.rows]
     paid = np.diff([0] + [r["iterations"] for r in over.rows])
-    ratio = over.cfg.learner.gradient_ratio
+    ratio = over.cfg.agent.learner.gradient_ratio
     expected = [0 if s == 0 else round(p * ratio) for s, p in zip(steps, paid)]
     assert steps == expected and sum(steps) > 0
     # the answers, not the order of updates, fix the budget: both runs paid 120 maps
@@ -325,12 +328,12 @@ def test_overlap_updates_while_maps_are_in_flight_and_makes_as_many_updates():
 @pytest.mark.parametrize("update_on", ["paid", "proposal"])
 def test_updates_are_owed_on_paid_measurements_or_on_every_proposal(update_on):
     cfg = small_config(seed=2, budget=120)
-    cfg.learner.update_on = update_on
+    cfg.agent.learner.update_on = update_on
     trainer = Trainer(small_env(), cfg)
     trainer.run()
     steps = [r["gradient_steps"] for r in trainer.rows]
     column = "iterations" if update_on == "paid" else "proposals"
-    owed = np.diff([0] + [r[column] for r in trainer.rows]) * cfg.learner.gradient_ratio
+    owed = np.diff([0] + [r[column] for r in trainer.rows]) * cfg.agent.learner.gradient_ratio
     assert steps == [0 if s == 0 else round(n) for s, n in zip(steps, owed)] and sum(steps) > 0
     # the run answers maps from the cache, so the two counts differ
     assert trainer.proposals > trainer.iterations == 120

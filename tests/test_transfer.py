@@ -13,11 +13,12 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from egrl import make_env
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
 from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import CSV_COLUMNS, evaluate_snapshots, list_snapshots, read_csv
 from egrl.cli.transfer import main as transfer_main
-from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, PopulationConfig, TrainConfig
+from egrl.config import TrainConfig
 from policies import GraphUNetActor
 from policies.snapshot import PolicyError, load_actor, read_snapshot, write_snapshot
 from tests.interrupt import kill_after_checkpoints
@@ -57,10 +58,11 @@ def egrl_run(tmp_path_factory):
         progress=False,
         checkpoint_every=100,
         snapshot_every=1,
-        agent=AgentConfig(),
-        policy=TINY_POLICY,
-        population=PopulationConfig(size=8, boltzmann_fraction=0.25),
-        learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),
+        agent=EGRLConfig(
+            policy=TINY_POLICY,
+            population=PopulationConfig(size=8, boltzmann_fraction=0.25),
+            learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),
+        ),
     )
     torch.set_num_threads(1)
     trainer = Trainer(env_of(source_workload()), cfg, run_dir)

@@ -1,4 +1,5 @@
-"""The option table (egrl/config.py RULES), resume rules and override rewriting, in process."""
+"""The option tables (egrl/config.py's and EGRL's own), resume rules and override rewriting,
+in process."""
 
 from __future__ import annotations
 
@@ -7,17 +8,33 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
+from egrl import config
+from egrl.agents import run_rules, train_config
+from egrl.agents.egrl.config import EGRLConfig
 from egrl.cli.overrides import rewrite_workload_paths, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, apply_changes, resume_changes
 from egrl.cli.train import workload_label
-from egrl.config import RULES, TrainConfig, config_problems, from_mapping
+from egrl.config import TrainConfig
 from egrl.runs import flatten
 from egrl.validation import ConfigError
 
+#: every rule of an EGRL run: the run's, EGRL's own, the screen's
+RULES = run_rules("egrl")
+
+
+def config_problems(cfg) -> list[str]:
+    return config.config_problems(cfg, RULES)
+
+
+def from_mapping(cfg) -> TrainConfig:
+    return train_config(cfg)
+
 
 def leaf_keys() -> set[str]:
-    """Dotted keys of every option of a training run (agent and population options aside)."""
-    return {k for k in flatten(TrainConfig().to_dict()) if ".options" not in f".{k}"}
+    """Dotted keys of every option of an EGRL run (agent and population options aside),
+    as a run's config writes them: EGRL's sections at the top level."""
+    plain = TrainConfig(agent=EGRLConfig()).to_dict()
+    return {k for k in flatten(plain) if ".options" not in f".{k}"}
 
 
 def test_every_option_has_a_rule_and_every_rule_an_option():
@@ -26,6 +43,7 @@ def test_every_option_has_a_rule_and_every_rule_an_option():
 
 def test_defaults_pass():
     assert config_problems(TrainConfig().to_dict()) == []
+    assert config_problems(TrainConfig(agent=EGRLConfig()).to_dict()) == []
 
 
 @pytest.mark.parametrize(
@@ -80,7 +98,7 @@ def test_good_edge_values_pass():
         "learner": {"gamma": 0.0, "tau": 1, "grad_clip_norm": None, "rollouts": 0},
     }
     assert config_problems(cfg) == []
-    assert from_mapping(cfg).learner.tau == 1
+    assert from_mapping(cfg).agent.learner.tau == 1
 
 
 def test_every_problem_is_listed():

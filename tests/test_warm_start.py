@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from egrl.agents import make_agent
+from egrl.agents import config_class, make_agent
 from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.warm_start import imitate
-from egrl.config import AgentConfig, TrainConfig
+from egrl.config import TrainConfig
 from policies import GraphUNetActor, seeded_init
 from tests.test_trainer import small_config, small_env
 
@@ -85,7 +85,7 @@ def test_native_start_of_the_baselines_measures_the_compilers_map_first(name):
     cfg = TrainConfig(
         budget=40,
         progress=False,
-        agent=AgentConfig(name=name, options={**options, "start": "native"}),
+        agent=config_class(name)(name=name, options={**options, "start": "native"}),
     )
     agent = make_agent(env, cfg)
     agent.step()

@@ -192,14 +192,13 @@ def test_a_missing_policy_is_refused_before_the_run_directory():
 
 @pytest.mark.slow
 def test_an_unreadable_policy_is_one_line_naming_the_option(tmp_path):
-    from egrl.agents import make_agent
-    from egrl.config import from_mapping
+    from egrl.agents import make_agent, train_config
     from egrl.validation import ConfigError
 
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a snapshot")
     for path, why in ((bad, "cannot read policy snapshot"), (tmp_path, "no policy snapshots")):
-        cfg = from_mapping({"agent": {"name": "zero-shot", "policy": str(path)}})
+        cfg = train_config({"agent": {"name": "zero-shot", "policy": str(path)}})
         with pytest.raises(
             ConfigError, match=f"'zero-shot': option policy={path} is invalid: {why}"
         ):

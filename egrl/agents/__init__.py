@@ -17,6 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import OmegaConf
+
+from egrl import config
+from egrl.config import AgentConfig, TrainConfig, from_mapping
+from egrl.validation import Rule
+
 if TYPE_CHECKING:
     from egrl.agents.base import Best, SearchAgent
 
@@ -68,6 +74,41 @@ def agent_class(name: str) -> type[SearchAgent]:
     return _REGISTRY[name]
 
 
+def train_config(cfg: Any) -> TrainConfig:
+    """A run's :class:`~egrl.config.TrainConfig` from its nested mapping (a resolved Hydra
+    config, or a plain dict), the agent section built by the agent's own config class (its
+    ``config_class``: EGRL's owns the ``policy``, ``population`` and ``learner``
+    sections); values are checked against the run's and the agent's rules."""
+    return from_mapping(cfg, config_class(_agent_name(cfg)))
+
+
+def config_class(name: str) -> type[AgentConfig]:
+    """The config class of the agent registered as ``name`` (the plain
+    :class:`~egrl.config.AgentConfig` for an unknown name: the agent is refused where it
+    is built)."""
+    try:
+        return agent_class(name).config_class
+    except KeyError:
+        return AgentConfig
+
+
+def run_rules(name: str | None = None) -> dict[str, Rule]:
+    """Every rule of a run of agent ``name`` (:func:`egrl.config.run_rules`); without a
+    name, of a run of any registered agent (a sweep may sweep the agent)."""
+    if name is not None:
+        return config.run_rules(config_class(name))
+    rules: dict[str, Rule] = {}
+    for agent in names():
+        rules.update(config.run_rules(config_class(agent)))
+    return rules
+
+
+def _agent_name(cfg: Any) -> str:
+    if OmegaConf.is_config(cfg):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    return str(dict(cfg.get("agent") or {}).get("name", AgentConfig.name))
+
+
 def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:
     """The agent ``cfg.agent.name`` on ``env``."""
     return agent_class(cfg.agent.name)(env, cfg, run_dir)
@@ -83,4 +124,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Best", "SearchAgent", "agent_class", "make_agent", "names", "register_agent"]
+__all__ = [
+    "Best",
+    "SearchAgent",
+    "agent_class",
+    "config_class",
+    "make_agent",
+    "names",
+    "register_agent",
+    "run_rules",
+    "train_config",
+]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from egrl.callbacks import Callback, CallbackList, EachGeneration, default_callbacks
-from egrl.config import TrainConfig
+from egrl.config import AgentConfig, TrainConfig
 from egrl.env import Env
 from egrl.evaluations import EvaluationLog
 from egrl.ledger import Best, Ledger, Timer, measure_cache
@@ -79,6 +79,8 @@ class SearchAgent:
     screens: bool = False
     #: the agent writes policy snapshots (:meth:`save_policy_snapshot`)
     snapshots: bool = False
+    #: the agent's section of the run config, with the options and sections it owns
+    config_class: type[AgentConfig] = AgentConfig
 
     env = _ledger_attr("env", "The environment maps are measured on.")
     iterations = _ledger_attr("iterations", "Paid measurements so far.")
@@ -115,7 +117,7 @@ class SearchAgent:
             env,
             cfg.budget,
             cache,
-            cfg.learner.buffer_size,
+            cfg.record_size,
             self.timer,
             EvaluationLog(env, self.run_dir if cfg.record_evaluations else None),
             lambda: (self.generation + 1, self.elapsed_s()),

@@ -19,6 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 import workloads
+from egrl.agents import run_rules
 from egrl.cli.overrides import group_options, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
 from egrl.config import config_problems, problem
@@ -175,6 +176,9 @@ def critic_agents() -> list[str]:
     for name in names():
         path = group_path("agent", name)
         section = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+        # a config in the global package (EGRL's, which pulls in groups of its own) has
+        # its agent section under ``agent``
+        section = section.get("agent", section)
         if agent_class(name).has_critic(section):
             out.append(name)
     return out
@@ -254,7 +258,8 @@ def run_problems(config: DictConfig) -> list[str]:
     change is checked once the values themselves are valid.
     """
     task = task_config(config)
-    problems = missing_problems(config) + config_problems(task)
+    rules = run_rules(str((task.get("agent") or {}).get("name", "egrl")))
+    problems = missing_problems(config) + config_problems(task, rules)
     if not problems:
         line = hwmodel_problem(task.get("hwmodel") or {})
         problems += [line] if line is not None else []
@@ -288,7 +293,8 @@ def run_problems(config: DictConfig) -> list[str]:
 def sweep_problems(config: DictConfig) -> list[str]:
     """Every problem of a sweep: its fixed values and each value a swept key takes."""
     task = task_config(config)
-    problems = config_problems(task) + logger_problems(task.get("logger"))
+    rules = run_rules()  # a sweep may sweep the agent: any agent's rules
+    problems = config_problems(task, rules) + logger_problems(task.get("logger"))
     sweeps = [*config.hydra.overrides.task]
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     sweeps += [f"{k}={v}" for k, v in params.items()]
@@ -296,7 +302,7 @@ def sweep_problems(config: DictConfig) -> list[str]:
         if key == "workload.name":
             line = workload_problem(value)
         else:
-            line = problem(key, value)
+            line = problem(key, value, rules)
         if line is not None and line not in problems:
             problems.append(line)
     if not problems:
@@ -392,6 +398,27 @@ def group_problems(args: list[str], groups: tuple[str, ...] = CHECKED_GROUPS) ->
                     f"{o.key_or_group}={show(value)} is invalid: expected one of "
                     + ", ".join(sorted(options))
                 )
+    return problems
+
+
+def section_problems(args: list[str]) -> list[str]:
+    """One line per argument that sets a section the typed agent (``agent=NAME``, one
+    value) does not own: ``learner.batch_size=8`` with ``agent=sa`` (EGRL's policy,
+    population and learner are EGRL's, ``egrl/agents/egrl/config.py``)."""
+    from egrl.cli.overrides import override_section, section_owners
+
+    agents = [a.split("=", 1)[1] for a in args if a.startswith("agent=")]
+    if not agents or "," in agents[-1]:
+        return []  # the default agent, a preset's or a sweep's: Hydra composes each
+    agent, owners = agents[-1], section_owners()
+    problems = []
+    for arg in args:
+        section = override_section(arg)
+        if section in owners and agent not in owners[section]:
+            problems.append(
+                f"{arg} is invalid: agent {agent!r} has no {section} section "
+                f"(agents with one: {', '.join(owners[section])})"
+            )
     return problems
 
 

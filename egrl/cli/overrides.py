@@ -72,3 +72,55 @@ def swept_values(overrides: Iterable[str]) -> list[tuple[str, Any]]:
         elif o.is_sweep_override():
             pairs.extend((o.key_or_group, v) for v in o.sweep_iterator())
     return pairs
+
+
+def section_owners() -> dict[str, list[str]]:
+    """The agents that own each section of a run's config that an agent owns (EGRL's
+    ``policy``, ``population`` and ``learner``: ``ea``, ``egrl``, ``pg``)."""
+    from egrl.agents import config_class, names
+
+    owners: dict[str, list[str]] = {}
+    for name in names():
+        for section in config_class(name).SECTIONS:
+            owners.setdefault(section, []).append(name)
+    return owners
+
+
+def override_section(arg: str) -> str:
+    """The top-level key an override sets: ``learner`` of ``learner.batch_size=8``,
+    ``+learner=sac`` or ``learner@x=sac``."""
+    return arg.split("=", 1)[0].lstrip("+~").split(".", 1)[0].split("@", 1)[0]
+
+
+def own_overrides(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` without those of sections the agent they choose (``agent=NAME``, the
+    last one; ``egrl`` by default) does not own: ``learner=sac-table2`` or
+    ``population.size=4`` for an agent without EGRL's sections (a study's overrides for
+    every run, whatever its agent)."""
+    agents = [o.split("=", 1)[1] for o in overrides if o.startswith("agent=")]
+    agent = agents[-1] if agents else "egrl"
+    owners = section_owners()
+    return [
+        o
+        for o in overrides
+        if override_section(o) not in owners or agent in owners[override_section(o)]
+    ]
+
+
+def forced_section_values(args: Sequence[str]) -> list[str]:
+    """``args`` of a sweep over several agents (``agent=egrl,sa``) or with a preset (which
+    may choose the agents) with each value of an agent-owned section (``population.size=6``)
+    forced (``++population.size=6``): a run of an agent without that section gets it and
+    ignores it (its ``config.yaml`` does not carry it), where Hydra would refuse the key.
+    Other commands are returned as they are."""
+    agents = [a.split("=", 1)[1] for a in args if a.startswith("agent=")]
+    presets = any(a.startswith(("experiment=", "hparams_search=")) for a in args)
+    if not presets and "," not in (agents[-1] if agents else ""):
+        return list(args)  # one agent, typed or the default: Hydra checks its keys
+    owners = section_owners()
+    out = []
+    for arg in args:
+        key = arg.split("=", 1)[0]
+        plain = "=" in arg and not arg.startswith(("+", "~")) and "." in key
+        out.append(f"++{arg}" if plain and override_section(arg) in owners else arg)
+    return out

@@ -102,6 +102,23 @@ def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:
     return OmegaConf.merge(cfg, {"screen": OmegaConf.load(group_path("screen", "none"))})
 
 
+def own_sections_only(saved: DictConfig) -> DictConfig:
+    """``saved`` without the top-level sections its agent does not own (EGRL's policy,
+    population and learner for another agent): what a run's ``config.yaml`` holds. A run
+    saved when every run carried them, or composed by a preset that sets EGRL's learner
+    for a sweep over several agents, compares equal to the same run composed now."""
+    from egrl.agents import config_class, names
+
+    agent = str(OmegaConf.select(saved, "agent.name", default="egrl"))
+    owned = set(config_class(agent).SECTIONS)
+    foreign = {s for name in names() for s in config_class(name).SECTIONS} - owned
+    drop = [key for key in saved if key in foreign]
+    if not drop:
+        return saved
+    kept = OmegaConf.masked_copy(saved, [k for k in saved if k not in drop])
+    return kept
+
+
 def checkpoint_iterations(run_dir: Path) -> int | None:
     """Iterations recorded by the newest intact checkpoint of ``run_dir`` (None: none).
 

@@ -39,11 +39,12 @@ import workloads
 from egrl.agents import SearchAgent, make_agent
 from egrl.checkpoint import CheckpointError
 from egrl.cli.build import env_from_config, hw_params, train_config
-from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems
-from egrl.cli.overrides import rewrite_workload_paths, typed_keys
+from egrl.cli.checks import PROG, USAGE_ERROR, exit_on, group_problems, section_problems
+from egrl.cli.overrides import forced_section_values, rewrite_workload_paths, typed_keys
 from egrl.cli.resume import (
     ResumeError,
     apply_changes,
+    own_sections_only,
     resume_changes,
     saved_config,
     with_screen_of_its_time,
@@ -101,7 +102,8 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     files = RunDir(run_dir)
     if not cfg.get("continue_runs") or not files.config.exists():
         return False
-    diff = config_differences(with_screen_of_its_time(files.config_node()), cfg)
+    saved = own_sections_only(with_screen_of_its_time(files.config_node()))
+    diff = config_differences(saved, own_sections_only(cfg))
     if diff:
         raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "
@@ -161,7 +163,7 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
             f"budget={train_cfg.budget} is invalid: the run has already made "
             f"{trainer.iterations} iterations (expected an integer >= {trainer.iterations})"
         )
-    RunDir(run_dir).write_config(cfg)
+    RunDir(run_dir).write_config(own_sections_only(cfg))
     runtime_cfg = OmegaConf.to_container(cfg, resolve=True).get("runtime")
     spec = TargetSpec(cfg.hwmodel.name, params, env.workload)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -204,9 +206,12 @@ def train(cfg: DictConfig) -> float:
 
 
 def main() -> None:
-    """Console entry point: ``workload=PATH`` becomes ``workload.name=PATH``, then Hydra."""
+    """Console entry point: ``workload=PATH`` becomes ``workload.name=PATH``, values of
+    an agent's own sections are checked against the typed agent and forced (a sweep over
+    several agents: :func:`egrl.cli.overrides.forced_section_values`), then Hydra."""
     sys.argv[1:] = rewrite_workload_paths(sys.argv[1:])
-    exit_on(group_problems(sys.argv[1:]))
+    exit_on(group_problems(sys.argv[1:]) + section_problems(sys.argv[1:]))
+    sys.argv[1:] = forced_section_values(sys.argv[1:])
     train()
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from egrl.checkpoint import load_state
+from egrl.env import env_from_config
+from egrl.ledger import record_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
 
@@ -86,10 +89,6 @@ def load_measured(path: Path, prior: str | None = None) -> Measured:
     Raises:
         EarlierRunError: the run has no checkpoint or answered nothing.
     """
-    from egrl.checkpoint import load_state
-    from egrl.cli.build import env_from_config
-    from egrl.ledger import record_state
-
     config = read_config(path)
     files = RunDir(path)
     checkpoint = files.latest_checkpoint()

@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from egrl.agents.base import TIMING_COLUMNS
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig
 from egrl.agents.egrl.sac import SACDiscrete
 from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
 from egrl.callbacks import Callback, MetricsFile, ProgressBar
-from egrl.config import AgentConfig, LearnerConfig, PolicyConfig, TrainConfig
+from egrl.config import TrainConfig
 from egrl.env import REWARDS, Env
 from egrl.ledger import Best, make_record, measure_cache
 from egrl.rundir import CONFIG_FILE, RunDir
@@ -145,9 +146,13 @@ class PretrainConfig:
             invalid_reward_scale=self.invalid_reward_scale,
             reward=self.reward,
             progress=self.progress,
-            agent=AgentConfig(name="pretrain", use_population=False, migration=False),
-            policy=self.policy,
-            learner=self.learner,
+            agent=EGRLConfig(
+                name="pretrain",
+                use_population=False,
+                migration=False,
+                policy=self.policy,
+                learner=self.learner,
+            ),
         )
 
     def to_dict(self) -> dict:

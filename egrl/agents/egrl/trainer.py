@@ -56,6 +56,7 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
+from egrl.agents.egrl.config import EGRLConfig
 from egrl.agents.egrl.init_from import check_fits, load_into, read_policy
 from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
@@ -128,6 +129,7 @@ class Trainer(SearchAgent):
     accepts_init_from = True
     screens = True
     snapshots = True
+    config_class = EGRLConfig
     extra_columns = (
         "champion_type",
         "champion_descent",
@@ -145,17 +147,25 @@ class Trainer(SearchAgent):
     )
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        if not isinstance(cfg.agent, EGRLConfig):
+            raise TypeError(
+                f"agent {cfg.agent.name!r} needs an EGRLConfig as cfg.agent (its policy, "
+                "population and learner sections), got a plain AgentConfig: build the config "
+                "with egrl.agents.train_config(mapping) or TrainConfig(agent=EGRLConfig(...))"
+            )
         super().__init__(env, cfg, run_dir)
         #: the learners' replay buffer: every answered map (and, with
         #: ``learner.store_repaired``, the compiler's repairs), Algorithm 2's shared buffer
-        self.buffer = make_record(env, cfg.learner.buffer_size)
+        self.buffer = make_record(env, cfg.agent.learner.buffer_size)
         self.ledger.listeners.append(self._store)
         self.device = torch.device(cfg.device)
         self.graph = env.graph.to(self.device)
         in_dim = int(env.graph.x.shape[1])
         self.num_choices = [int(c) for c in env.num_choices]
-        pol = cfg.policy
-        seeds = iter(self.rng.integers(0, 2**31 - 1, size=1 + 2 * max(1, cfg.learner.num_learners)))
+        pol = cfg.agent.policy
+        seeds = iter(
+            self.rng.integers(0, 2**31 - 1, size=1 + 2 * max(1, cfg.agent.learner.num_learners))
+        )
         init_seed = int(next(seeds))
 
         def make_gnn() -> GraphUNetActor:
@@ -177,17 +187,17 @@ class Trainer(SearchAgent):
                     make_gnn,
                     num_units=env.num_units,
                     num_choices=self.num_choices,
-                    size=cfg.population.size,
-                    boltzmann_fraction=cfg.population.boltzmann_fraction,
+                    size=cfg.agent.population.size,
+                    boltzmann_fraction=cfg.agent.population.boltzmann_fraction,
                     rng=pop_seed,
                     generator=self.generator,
-                    **cfg.population.options,
+                    **cfg.agent.population.options,
                 ),
             )
         self._champion: dict[str, torch.Tensor] | None = None  # see _keep_champion
         self.portfolio: LearnerPortfolio | None = None
         if cfg.agent.use_learner:
-            lc = cfg.learner
+            lc = cfg.agent.learner
             learners = [
                 SACDiscrete.build(
                     in_dim,
@@ -236,7 +246,7 @@ class Trainer(SearchAgent):
         policy. Critics, chromosomes and optimizer states start fresh.
         """
         check_fits(
-            policy, int(self.env.graph.x.shape[1]), self.num_choices, asdict(self.cfg.policy)
+            policy, int(self.env.graph.x.shape[1]), self.num_choices, asdict(self.cfg.agent.policy)
         )
         if self.portfolio is not None:
             for learner in self.portfolio.learners:
@@ -325,7 +335,7 @@ class Trainer(SearchAgent):
     def env_steps(self) -> int:
         """What the learners' updates are owed on (``learner.update_on``): paid measurements
         (``"paid"``) or every answered map, paid or not (``"proposal"``)."""
-        return self.iterations if self.cfg.learner.update_on == "paid" else self.proposals
+        return self.iterations if self.cfg.agent.learner.update_on == "paid" else self.proposals
 
     def _answers(
         self, sent: Sent, overlap_from: int | None = None
@@ -340,7 +350,7 @@ class Trainer(SearchAgent):
         """
         answers: dict[int, Evaluation] = {}
         done: UpdateLog = []
-        ratio = self.cfg.learner.gradient_ratio
+        ratio = self.cfg.agent.learner.gradient_ratio
         while len(answers) < len(sent):
             owed = 0
             if overlap_from is not None:
@@ -365,7 +375,7 @@ class Trainer(SearchAgent):
         """
         self.buffer.add(ticket.maps, ev.reward, ticket.source)
         invalid = np.flatnonzero(~ev.valid)
-        if self.cfg.learner.store_repaired and self.portfolio is not None and len(invalid):
+        if self.cfg.agent.learner.store_repaired and self.portfolio is not None and len(invalid):
             rectified = np.asarray(ev.rectified)[invalid]
             repaired = self.env.score(
                 rectified,
@@ -436,7 +446,7 @@ class Trainer(SearchAgent):
             self.graph,
             self.generator,
             self.pool - 1,
-            self.cfg.learner.noise_std,
+            self.cfg.agent.learner.noise_std,
         )
         pools = np.concatenate([maps[:, None], to_numpy_maps(extra)], axis=1)
         return pools[np.arange(len(pools)), self.choose(pools, probs)]
@@ -475,7 +485,7 @@ class Trainer(SearchAgent):
         """Submit the learners' noisy rollouts, allocated by the portfolio (with a screen:
         ``screen.pool`` times as many drawn, the screen's picks paid), and the lead's clean
         ones, while the budget lasts."""
-        lc = self.cfg.learner
+        lc = self.cfg.agent.learner
         counts = self.portfolio.allocate(lc.rollouts, self.rng)
         for idx, count in enumerate(counts):
             n = min(int(count), self.remaining)
@@ -523,7 +533,7 @@ class Trainer(SearchAgent):
     def _ready_replay(self) -> list[tuple[object, ReplayBuffer]] | None:
         """The non-empty ``(graph, buffer)`` pairs, or None while they hold fewer
         transitions than the burn-in (or a minibatch)."""
-        lc = self.cfg.learner
+        lc = self.cfg.agent.learner
         replay = [(graph, buffer) for graph, buffer in self._replay() if len(buffer)]
         if sum(len(buffer) for _, buffer in replay) < max(lc.burn_in, lc.batch_size):
             return None
@@ -542,7 +552,9 @@ class Trainer(SearchAgent):
         ``done`` ones (made while maps were in flight), after the burn-in; the metrics of
         all of them (statistics weighted by updates)."""
         done = [] if done is None else done
-        owed = int(round(env_steps * self.cfg.learner.gradient_ratio)) - sum(n for n, _ in done)
+        owed = int(round(env_steps * self.cfg.agent.learner.gradient_ratio)) - sum(
+            n for n, _ in done
+        )
         replay = self._ready_replay()
         if replay is not None and owed > 0:
             self._train(replay, owed, done)
@@ -589,7 +601,7 @@ class Trainer(SearchAgent):
             iterations=self.iterations,
             generation=self.generation,
             workload=self.trained_on,
-            sizes=asdict(self.cfg.policy),
+            sizes=asdict(self.cfg.agent.policy),
             in_dim=int(self.env.graph.x.shape[1]),
             num_choices=self.num_choices,
         )
