@@ -60,6 +60,10 @@ class ScreenConfig:
     (a run directory or a list of them, runs of the same target on other workloads) adds
     their measurements to what it is fitted on (:mod:`egrl.screening.earlier`). Keys beyond
     these land in ``options``: the model's own (``trees``, ``max_features``, ...).
+    ``search`` (0: re-rank a pool) is how many steps of the agent's own operators run on
+    the model between paid batches (model-based search: an agent that can, SA and random
+    for now, proposes what that search visited); ``kappa`` weighs the model's spread in
+    the acquisition ``mean + kappa * spread`` (0: the mean, as every run before it).
     ``docs/screening.md`` describes it.
     """
 
@@ -70,6 +74,8 @@ class ScreenConfig:
     max_train: int = 1000
     prior: str | None = None
     init_from: str | list[str] | None = None
+    search: int = 0
+    kappa: float = 0.0
     options: dict = field(default_factory=dict)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -115,3 +116,10 @@ def one_hot_maps(maps: Tensor, num_choices: Sequence[int]) -> Tensor:
     if bool((maps < 0).any()) or bool((maps >= counts).any()):
         raise ValueError(f"map entries out of range for num_choices {counts.tolist()}")
     return torch.nn.functional.one_hot(maps, int(counts.max())).float()
+
+
+def to_numpy_maps(maps) -> np.ndarray:
+    """Maps from a policy (tensor or array) as int64 numpy, ``[B, N, H]``."""
+    if isinstance(maps, torch.Tensor):
+        return maps.detach().cpu().numpy().astype(np.int64)
+    return np.asarray(maps, dtype=np.int64)

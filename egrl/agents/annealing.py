@@ -84,6 +84,7 @@ class SimulatedAnnealing(SearchAgent):
 
     extra_columns = ("temperature", "accept_rate", "chain_mean_reward")
     screens = True
+    model_search = True
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
@@ -143,6 +144,8 @@ class SimulatedAnnealing(SearchAgent):
         )
         if self.screen is not None:
             pools = proposals.reshape(len(self.current), self.pool, *proposals.shape[1:])
+            if self.cfg.screen.search and self.screen.active:
+                pools = self.timer.measure("screening", self._model_walk, pools[:, 0], temp)
             proposals = pools[np.arange(len(pools)), self.choose(pools)]
         ev = self.evaluate(proposals, "sa")
         k = len(ev)
@@ -154,6 +157,28 @@ class SimulatedAnnealing(SearchAgent):
         self.reward[:k][accept] = ev.reward[accept]
         self.moves_done += 1
         return accept
+
+    def _model_walk(self, first: np.ndarray, temp: float) -> np.ndarray:
+        """Model-based search (``screen.search=G``): from each chain's map, ``G`` Metropolis
+        moves on the screen's acquisition instead of the chip, at the chain's temperature.
+        Returns the maps visited, int64 ``[C, G, N, H]``: ``first`` (each chain's usual
+        neighbour, ``[C, N, H]``) and the walk's proposals after it, for the screen to pick
+        one per chain (:meth:`~egrl.screening.screen.Screen.choose`)."""
+        steps = int(self.cfg.screen.search)
+        state = self.current.copy()
+        value = self.screen.acquisition(state)
+        visited = [first]
+        for _ in range(steps - 1):
+            proposal = neighbours(state, self.env.num_choices, self.options.moves, self.rng)
+            predicted = self.screen.acquisition(proposal)
+            delta = predicted - value
+            with np.errstate(over="ignore"):
+                accept = (delta >= 0) | (
+                    self.rng.random(len(state)) < np.exp(np.minimum(delta, 0) / temp)
+                )
+            state[accept], value[accept] = proposal[accept], predicted[accept]
+            visited.append(proposal)
+        return np.stack(visited, axis=1)
 
     def _start(self) -> dict:
         """Evaluate the distinct starting maps; fit the schedule to the rest of the budget."""

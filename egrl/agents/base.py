@@ -77,6 +77,8 @@ class SearchAgent:
     accepts_init_from: bool = False
     #: the agent proposes candidates for a learned screen (``cfg.screen``) to choose from
     screens: bool = False
+    #: its operators can search the screen's model between paid batches (``screen.search``)
+    model_search: bool = False
     #: the agent writes policy snapshots (:meth:`save_policy_snapshot`)
     snapshots: bool = False
     #: the agent's section of the run config, with the options and sections it owns
@@ -146,13 +148,16 @@ class SearchAgent:
                 f"init_from={cfg.init_from} is invalid: agent {cfg.agent.name!r} has no GNN "
                 "policy to start from it (egrl, ea and pg have)"
             )
-        screen, agent = cfg.screen.name, cfg.agent.name
+        screen, agent, search = cfg.screen.name, cfg.agent.name, cfg.screen.search
         if screen != "none" and not self.screens:
-            raise ConfigError(
-                [f"screen={screen} is invalid: agent {agent!r} does not screen its proposals"]
-            )
-        if screen in CRITIC_MODELS and not self.has_critic(asdict(cfg.agent)):
-            raise ConfigError([f"screen={screen} is invalid: agent {agent!r} has no critic"])
+            why = f"screen={screen} is invalid: agent {agent!r} does not screen its proposals"
+        elif screen in CRITIC_MODELS and not self.has_critic(asdict(cfg.agent)):
+            why = f"screen={screen} is invalid: agent {agent!r} has no critic"
+        elif screen != "none" and search and not self.model_search:
+            why = f"screen.search={search} is invalid: agent {agent!r} cannot search the model"
+        else:
+            return
+        raise ConfigError([why])
 
     @classmethod
     def has_critic(cls, agent: dict) -> bool:
@@ -279,8 +284,7 @@ class SearchAgent:
         )
         log.info("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)
 
-    def best_extras(self) -> dict:
-        """What the agent adds to ``best_mapping.json`` (after the common keys)."""
+    def best_extras(self) -> dict:  # what the agent adds to best_mapping.json, after the rest
         return {}
 
     # ------------------------------------------------------------ checkpoints
@@ -292,8 +296,8 @@ class SearchAgent:
         """The subclass's own state (tensors, arrays and plain data)."""
         return {}
 
-    def load_agent_state(self, state: dict) -> None:
-        """Inverse of :meth:`agent_state`."""
+    def load_agent_state(self, state: dict) -> None:  # inverse of agent_state
+        pass
 
     def state_dict(self) -> dict:
         """Everything needed to continue the run bit for bit."""
@@ -341,10 +345,3 @@ class SearchAgent:
         files.rewrite_metrics(self.columns, self.rows)
         log.info("resumed %s from %s at generation %d", self.run_dir, ckpt.name, self.generation)
         return True
-
-
-def to_numpy_maps(maps) -> np.ndarray:
-    """Maps from a policy (tensor or array) as int64 numpy."""
-    if isinstance(maps, torch.Tensor):
-        return maps.detach().cpu().numpy().astype(np.int64)
-    return np.asarray(maps, dtype=np.int64)

@@ -38,6 +38,7 @@ class RandomSearch(SearchAgent):
     """Uniform random maps (see the module docstring)."""
 
     screens = True
+    model_search = True
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
@@ -49,7 +50,11 @@ class RandomSearch(SearchAgent):
         if self.screen is None:
             maps = self.env.random_mappings(count, self.rng)
         else:
-            candidates = self.env.random_mappings(count * self.pool, self.rng)
+            # model search (``screen.search=G``, a model fitted): G maps drawn per map paid
+            draws = self.pool
+            if self.cfg.screen.search and self.screen.active:
+                draws = max(draws, int(self.cfg.screen.search))
+            candidates = self.env.random_mappings(count * draws, self.rng)
             maps = candidates[self.select(candidates, count)]
         self.evaluate(maps, "random")
         return {}

@@ -31,12 +31,12 @@ import numpy as np
 import torch
 
 from egrl.agents import register_agent
-from egrl.agents.base import SearchAgent, to_numpy_maps
+from egrl.agents.base import SearchAgent
 from egrl.agents.egrl.transfer import check_compatible, list_snapshots
 from egrl.agents.options import check_choice, check_positive, option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
-from policies.categorical import sample_maps
+from policies.categorical import sample_maps, to_numpy_maps
 from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
 
 log = logging.getLogger(__name__)

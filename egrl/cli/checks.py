@@ -126,7 +126,7 @@ def screen_problems(task: dict) -> list[str]:
     refused with one line."""
     from dataclasses import fields
 
-    from egrl.agents import agent_class
+    from egrl.agents import agent_class, names
     from egrl.config import ScreenConfig
     from egrl.screening.base import CRITIC_MODELS
     from egrl.screening.models import MODELS
@@ -143,6 +143,13 @@ def screen_problems(task: dict) -> list[str]:
             return [screen_refusal(name, agent)]
         if name in CRITIC_MODELS and not agent_class(agent).has_critic(section):
             return [critic_refusal(name, agent)]
+        search = screen.get("search") or 0
+        if search and not isinstance(search, bool) and not agent_class(agent).model_search:
+            searching = [n for n in names() if agent_class(n).model_search]
+            return [
+                f"screen.search={search} is invalid: agent {agent!r} cannot search the model "
+                f"(agents that can: {', '.join(searching)})"
+            ]
     except KeyError:
         pass  # an unknown agent is refused where the agent is built
     common = {f.name for f in fields(ScreenConfig)} - {"options"}

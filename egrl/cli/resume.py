@@ -92,12 +92,19 @@ def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+#: screen keys added after runs were first saved, with the value that reproduces them
+SCREEN_KEYS_OF_OLD_RUNS = {"search": 0, "kappa": 0.0}
+
+
 def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:
     """``cfg`` with ``screen=none`` if it has no ``screen`` section: a run saved before
-    screening existed measured every map it proposed, as ``screen=none`` does."""
-    if "screen" in cfg:
-        return cfg
+    screening existed measured every map it proposed, as ``screen=none`` does; a screen
+    saved before model-based search re-ranked a pool by the model's mean."""
     from egrl.cli.overrides import group_path
+
+    if "screen" in cfg:
+        missing = {k: v for k, v in SCREEN_KEYS_OF_OLD_RUNS.items() if k not in cfg.screen}
+        return OmegaConf.merge(cfg, {"screen": missing}) if missing else cfg
 
     return OmegaConf.merge(cfg, {"screen": OmegaConf.load(group_path("screen", "none"))})
 

@@ -70,6 +70,15 @@ class ForestModel:
     def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(self._features(domain, maps)), dtype=np.float64)
 
+    def predict_with_spread(
+        self, domain: Domain, maps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The trees' mean and standard deviation for maps int ``[B, N, H]``: float64
+        ``[B]`` each (the spread across trees is the forest's uncertainty)."""
+        X = self._features(domain, maps)
+        per_tree = np.stack([tree.predict(X) for tree in self.model.estimators_])
+        return per_tree.mean(axis=0), per_tree.std(axis=0)
+
 
 def _gnn_model(**kwargs) -> CostModel:
     # torch_geometric takes seconds to import: loaded when a gnn is first built

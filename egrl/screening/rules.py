@@ -23,6 +23,8 @@ RULES: dict[str, Rule] = {
     "screen.init_from": Rule(
         str, pattern=r".+", describe="a run directory or a list of them", optional=True, many=True
     ),
+    "screen.search": at_least(0),
+    "screen.kappa": at_least(0, float),
 }
 
 #: model name -> its options (``screen.<option>`` in the config) -> what each accepts

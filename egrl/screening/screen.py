@@ -217,6 +217,17 @@ class Screen:
             return np.full(len(candidates), np.nan)
         return self.model.predict(self.domain, np.asarray(candidates, dtype=np.int64))
 
+    def acquisition(self, candidates: np.ndarray) -> np.ndarray:
+        """What candidates int ``[P, N, H]`` are ranked by, float64 ``[P]``: the model's
+        ``mean + kappa * spread`` (``screen.kappa``; a model without a spread, and
+        ``kappa`` 0, rank by the mean: :meth:`predict`). NaN while there is no model."""
+        kappa = float(self.config.kappa)
+        spread = getattr(self.model, "predict_with_spread", None)
+        if self.model is None or kappa == 0 or spread is None or len(candidates) == 0:
+            return self.predict(candidates)
+        mean, std = spread(self.domain, np.asarray(candidates, dtype=np.int64))
+        return mean + kappa * std
+
     def select(
         self,
         candidates: np.ndarray,
@@ -238,7 +249,7 @@ class Screen:
                 group); they cost nothing and do not count against ``keep``.
 
         Within a group, repeats and known maps are never counted against ``keep``; of its
-        new maps, ``min(keep, new)`` are kept: the model's top-ranked, except that a share
+        new maps, ``min(keep, new)`` are kept: the top-ranked by :meth:`acquisition`, except that a share
         ``explore`` of all kept slots (rounded at random, so that it holds on average for
         small batches) take a random one of the group's other new maps. Without a model,
         the first new maps of each group are kept.
@@ -261,7 +272,7 @@ class Screen:
         new = np.flatnonzero(distinct & ~known)
         score = np.full(count, -np.inf)
         if self.model is not None:
-            score[new] = self.predict(candidates[new])
+            score[new] = self.acquisition(candidates[new])
         else:
             score[new] = -new.astype(np.float64)  # the agent's own order
         chosen = [np.flatnonzero(known)] if free else []

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from egrl.agents import register_agent
-from egrl.agents.base import TIMING_COLUMNS, SearchAgent, to_numpy_maps
+from egrl.agents.base import TIMING_COLUMNS, SearchAgent
 from egrl.agents.egrl.config import EGRLConfig
 from egrl.agents.egrl.init_from import check_fits, load_into, read_policy
 from egrl.agents.egrl.portfolio import LearnerPortfolio
@@ -69,6 +69,7 @@ from egrl.ledger import make_record
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from policies import GraphUNetActor, seeded_init
+from policies.categorical import to_numpy_maps
 from policies.snapshot import StoredPolicy, write_snapshot
 from populations import MixedPopulation
 

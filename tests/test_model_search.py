@@ -1,0 +1,102 @@
+"""Model-based search (``screen.search``, ``screen.kappa``): the acquisition, the agents
+that search the model between paid batches, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from egrl import make_env
+from egrl.agents import make_agent, train_config
+from egrl.config import ScreenConfig, config_problems
+from egrl.measure_cache import MeasureCache
+from egrl.screening.base import Domain, Measured
+from egrl.screening.models import ForestModel
+from egrl.screening.screen import Screen
+from egrl.validation import ConfigError
+from tests.test_cli import assert_refused, egrl_train_in_process
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def config(agent: dict, budget: int, **screen):
+    screen = {"name": "forest", "pool": 2, "warmup": 10, **screen}
+    return train_config({"budget": budget, "progress": False, "agent": agent, "screen": screen})
+
+
+def forest_screen(kappa: float) -> tuple[Screen, np.ndarray]:
+    """A forest fitted on 60 measured maps of resnet18 on NNP-I, and 20 more maps."""
+    env = make_env("nnpi", "resnet18")
+    rng = np.random.default_rng(0)
+    maps = env.random_mappings(80, rng)
+    rewards = env.evaluate(maps[:60]).reward
+    cache = MeasureCache(100, env.max_choices)
+    domain = Domain.of(env)
+    screen = Screen(ScreenConfig(name="forest", kappa=kappa), domain, cache, seed=0)
+    screen.model = ForestModel(seed=0, trees=16)
+    screen.model.fit([Measured(domain, maps[:60], rewards)])
+    return screen, maps[60:]
+
+
+def test_the_acquisition_is_the_mean_plus_kappa_spreads():
+    plain, maps = forest_screen(kappa=0.0)
+    assert np.array_equal(plain.acquisition(maps), plain.predict(maps))  # kappa 0: today's
+    optimistic, _ = forest_screen(kappa=2.0)
+    mean, spread = optimistic.model.predict_with_spread(optimistic.domain, maps)
+    np.testing.assert_allclose(mean, optimistic.predict(maps), rtol=1e-9, atol=1e-12)
+    assert (spread >= 0).all() and spread.max() > 0
+    np.testing.assert_allclose(optimistic.acquisition(maps), mean + 2.0 * spread)
+
+
+@pytest.mark.parametrize(
+    ("agent", "screen"),
+    [
+        ({"name": "sa", "chains": 2, "steps": 4}, {"search": 8, "kappa": 0.5}),
+        ({"name": "random", "batch": 8}, {"search": 16}),
+    ],
+)
+def test_model_search_keeps_the_budget_and_the_seed(agent, screen):
+    env = make_env("nnpi", "resnet18")
+    run = make_agent(env, config(agent, 40, **screen))
+    run.run()
+    assert run.iterations == 40 == env.num_evaluations
+    assert run.screen.active and len(run.screen) == 40
+    again = make_agent(make_env("nnpi", "resnet18"), config(agent, 40, **screen))
+    again.run()
+    assert [r["best_reward"] for r in again.rows] == [r["best_reward"] for r in run.rows]
+
+
+def test_sa_proposes_from_its_walk_on_the_model():
+    """Once the model is fitted, each chain's paid map is one its walk on the model visited:
+    the walk's steps are ``search``, so it differs from the one-neighbour pool of today."""
+    env = make_env("nnpi", "resnet18")
+    agent = make_agent(env, config({"name": "sa", "chains": 2, "steps": 2}, 60, search=6))
+    walked = []
+    walk = agent._model_walk
+    agent._model_walk = lambda first, temp: walked.append(walk(first, temp)) or walked[-1]
+    agent.run()
+    assert walked and all(w.shape[:2] == (2, 6) for w in walked)
+
+
+@pytest.mark.parametrize(
+    ("screen", "line"),
+    [
+        ({"search": -1}, "screen.search=-1 is invalid: expected an integer >= 0"),
+        ({"search": 1.5}, "screen.search=1.5 is invalid: expected an integer >= 0"),
+        ({"kappa": -1}, "screen.kappa=-1 is invalid: expected a number >= 0"),
+    ],
+)
+def test_bad_search_values_are_named(screen, line):
+    assert config_problems({"screen": screen}) == [line]
+
+
+def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):
+    with pytest.raises(ConfigError, match="screen.search=4 is invalid: agent 'ga' cannot"):
+        make_agent(make_env("nnpi", "resnet18"), config({"name": "ga"}, 10, search=4))
+    args = ["workload=resnet18", "budget=20", "agent=ga", "screen=forest", "screen.search=4"]
+    line = (
+        "screen.search=4 is invalid: agent 'ga' cannot search the model "
+        "(agents that can: random, sa)"
+    )
+    assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
+    assert list(tmp_path.iterdir()) == []
