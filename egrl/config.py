@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from egrl import validation
+from egrl.env import plain_config
 from egrl.screening import rules as screen_rules
 from egrl.validation import Rule
 
@@ -136,16 +137,16 @@ def build_section(cls, data: dict[str, Any], exclude: set[str] = frozenset()):
     return cls(**known)
 
 
-#: dotted key -> rule, for every option of a training run (:class:`TrainConfig`) but its
-#: agent's own: the shared options' (:data:`egrl.validation.RULES`), then the screen's
-#: (:data:`egrl.screening.rules.RULES`)
-RULES: dict[str, Rule] = {**validation.RULES, **screen_rules.RULES}
-
-
 def run_rules(agent_config: type[AgentConfig] = AgentConfig) -> dict[str, Rule]:
     """Every rule of a run whose agent has the config class ``agent_config``, in the order
     problems are reported: the shared options', the agent's, the screen's."""
     return {**validation.RULES, **agent_config.RULES, **screen_rules.RULES}
+
+
+#: dotted key -> rule, for every option of a training run (:class:`TrainConfig`) but its
+#: agent's own: the shared options' (:data:`egrl.validation.RULES`), then the screen's
+#: (:data:`egrl.screening.rules.RULES`)
+RULES: dict[str, Rule] = run_rules()
 
 
 def problem(key: str, value: Any, rules: Mapping[str, Rule] | None = None) -> str | None:
@@ -181,14 +182,7 @@ def from_mapping(cfg: Any, agent_config: type[AgentConfig] = AgentConfig) -> Tra
     what is allowed. Top-level sections the agent does not own (a run saved when every
     run carried EGRL's policy, population and learner sections) are not read.
     """
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(cfg):
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    cfg = dict(cfg)
+    cfg = plain_config(cfg)
     check_config(cfg, run_rules(agent_config))
     top = {f.name for f in fields(TrainConfig)} - _RUN_SECTIONS
     kwargs = {k: cfg[k] for k in top if k in cfg}

@@ -364,13 +364,13 @@ def make_env(
 def hw_params(cfg: Any) -> dict:
     """The hardware model's parameters (``hwmodel.params``) of a run's config (a nested
     mapping or a Hydra ``DictConfig``) as a plain dict."""
-    return dict((_plain(cfg).get("hwmodel") or {}).get("params") or {})
+    return dict((plain_config(cfg).get("hwmodel") or {}).get("params") or {})
 
 
 def env_from_config(cfg: Any) -> Env:
     """The hardware model ``cfg.hwmodel`` bound to the workload ``cfg.workload`` of a run's
     config (raises what :func:`make_env` raises: a workload that does not fit, ...)."""
-    task = _plain(cfg)
+    task = plain_config(cfg)
     workload = task.get("workload") or {}
     return make_env(
         hwmodel=task["hwmodel"]["name"],
@@ -382,7 +382,7 @@ def env_from_config(cfg: Any) -> Env:
     )
 
 
-def _plain(cfg: Any) -> dict:
+def plain_config(cfg: Any) -> dict:
     """A run's config as a plain dict (a Hydra ``DictConfig`` resolved)."""
     from omegaconf import OmegaConf
 

@@ -17,10 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
-
 from egrl import config
 from egrl.config import AgentConfig, TrainConfig, from_mapping
+from egrl.env import plain_config
 from egrl.validation import Rule
 
 if TYPE_CHECKING:
@@ -104,9 +103,7 @@ def run_rules(name: str | None = None) -> dict[str, Rule]:
 
 
 def _agent_name(cfg: Any) -> str:
-    if OmegaConf.is_config(cfg):
-        cfg = OmegaConf.to_container(cfg, resolve=True)
-    return str(dict(cfg.get("agent") or {}).get("name", AgentConfig.name))
+    return str(dict(plain_config(cfg).get("agent") or {}).get("name", AgentConfig.name))
 
 
 def make_agent(env, cfg, run_dir: str | Path | None = None) -> SearchAgent:

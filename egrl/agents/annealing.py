@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
-from egrl.agents.base import SearchAgent
+from egrl.agents.base import SCREEN_PHASE, SearchAgent
 from egrl.agents.options import check_positive, check_start, parse_options, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
@@ -76,6 +76,13 @@ def neighbours(
     shift = rng.integers(1, np.maximum(choices, 2))  # in 1..choices-1: the choice changes
     flat[rows, entries] = (flat[rows, entries] + shift) % choices
     return flat.reshape(c, n, h)
+
+
+def metropolis(delta: np.ndarray, temp: float, rng: np.random.Generator) -> np.ndarray:
+    """bool ``[C]``: accept each change of reward ``delta`` (float ``[C]``, maximised):
+    always if it is not worse, else with probability ``exp(delta / temp)``."""
+    with np.errstate(over="ignore"):
+        return (delta >= 0) | (rng.random(len(delta)) < np.exp(np.minimum(delta, 0) / temp))
 
 
 @register_agent("sa")
@@ -145,14 +152,11 @@ class SimulatedAnnealing(SearchAgent):
         if self.screen is not None:
             pools = proposals.reshape(len(self.current), self.pool, *proposals.shape[1:])
             if self.cfg.screen.search and self.screen.active:
-                pools = self.timer.measure("screening", self._model_walk, pools[:, 0], temp)
+                pools = self.timer.measure(SCREEN_PHASE, self._model_walk, pools[:, 0], temp)
             proposals = pools[np.arange(len(pools)), self.choose(pools)]
         ev = self.evaluate(proposals, "sa")
         k = len(ev)
-        delta = ev.reward - self.reward[:k]
-        # Metropolis: accept if not worse, else with probability exp(delta / T).
-        with np.errstate(over="ignore"):
-            accept = (delta >= 0) | (self.rng.random(k) < np.exp(np.minimum(delta, 0) / temp))
+        accept = metropolis(ev.reward - self.reward[:k], temp, self.rng)
         self.current[:k][accept] = proposals[:k][accept]
         self.reward[:k][accept] = ev.reward[accept]
         self.moves_done += 1
@@ -171,11 +175,7 @@ class SimulatedAnnealing(SearchAgent):
         for _ in range(steps - 1):
             proposal = neighbours(state, self.env.num_choices, self.options.moves, self.rng)
             predicted = self.screen.acquisition(proposal)
-            delta = predicted - value
-            with np.errstate(over="ignore"):
-                accept = (delta >= 0) | (
-                    self.rng.random(len(state)) < np.exp(np.minimum(delta, 0) / temp)
-                )
+            accept = metropolis(predicted - value, temp, self.rng)
             state[accept], value[accept] = proposal[accept], predicted[accept]
             visited.append(proposal)
         return np.stack(visited, axis=1)

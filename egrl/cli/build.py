@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from egrl.agents import train_config as agent_train_config
 from egrl.config import TrainConfig
-from egrl.env import env_from_config, hw_params
+from egrl.env import env_from_config, hw_params, plain_config
 
 __all__ = ["NOT_TRAINING", "env_from_config", "hw_params", "train_config"]
 
@@ -24,5 +22,5 @@ NOT_TRAINING = ("hwmodel", "workload", "resume", "logger", "hydra")
 def train_config(cfg: Mapping | Any) -> TrainConfig:
     """The run's :class:`~egrl.config.TrainConfig`, its agent's section built by the
     agent's own config class (values checked: :func:`egrl.agents.train_config`)."""
-    task = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    task = plain_config(cfg)
     return agent_train_config({k: v for k, v in task.items() if k not in NOT_TRAINING})

@@ -174,8 +174,6 @@ def screen_refusal(screen: str, agent: str) -> str:
 def critic_agents() -> list[str]:
     """The agents that have a critic as their config (``configs/agent/<name>.yaml``) sets
     them up: those ``screen=critic`` is for."""
-    from omegaconf import OmegaConf
-
     from egrl.agents import agent_class, names
     from egrl.cli.overrides import group_path
 
@@ -412,12 +410,12 @@ def section_problems(args: list[str]) -> list[str]:
     """One line per argument that sets a section the typed agent (``agent=NAME``, one
     value) does not own: ``learner.batch_size=8`` with ``agent=sa`` (EGRL's policy,
     population and learner are EGRL's, ``egrl/agents/egrl/config.py``)."""
-    from egrl.cli.overrides import override_section, section_owners
+    from egrl.cli.overrides import override_section, section_owners, typed_agents
 
-    agents = [a.split("=", 1)[1] for a in args if a.startswith("agent=")]
-    if not agents or "," in agents[-1]:
+    agent = typed_agents(args)
+    if agent is None or "," in agent:
         return []  # the default agent, a preset's or a sweep's: Hydra composes each
-    agent, owners = agents[-1], section_owners()
+    owners = section_owners()
     problems = []
     for arg in args:
         section = override_section(arg)

@@ -92,13 +92,18 @@ def override_section(arg: str) -> str:
     return arg.split("=", 1)[0].lstrip("+~").split(".", 1)[0].split("@", 1)[0]
 
 
+def typed_agents(args: Sequence[str]) -> str | None:
+    """The value of the last ``agent=`` argument (``egrl,sa`` for a sweep), None if none."""
+    agents = [a.split("=", 1)[1] for a in args if a.startswith("agent=")]
+    return agents[-1] if agents else None
+
+
 def own_overrides(overrides: Sequence[str]) -> list[str]:
     """``overrides`` without those of sections the agent they choose (``agent=NAME``, the
     last one; ``egrl`` by default) does not own: ``learner=sac-table2`` or
     ``population.size=4`` for an agent without EGRL's sections (a study's overrides for
     every run, whatever its agent)."""
-    agents = [o.split("=", 1)[1] for o in overrides if o.startswith("agent=")]
-    agent = agents[-1] if agents else "egrl"
+    agent = typed_agents(overrides) or "egrl"
     owners = section_owners()
     return [
         o
@@ -113,9 +118,8 @@ def forced_section_values(args: Sequence[str]) -> list[str]:
     forced (``++population.size=6``): a run of an agent without that section gets it and
     ignores it (its ``config.yaml`` does not carry it), where Hydra would refuse the key.
     Other commands are returned as they are."""
-    agents = [a.split("=", 1)[1] for a in args if a.startswith("agent=")]
     presets = any(a.startswith(("experiment=", "hparams_search=")) for a in args)
-    if not presets and "," not in (agents[-1] if agents else ""):
+    if not presets and "," not in (typed_agents(args) or ""):
         return list(args)  # one agent, typed or the default: Hydra checks its keys
     owners = section_owners()
     out = []

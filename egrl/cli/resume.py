@@ -114,16 +114,12 @@ def own_sections_only(saved: DictConfig) -> DictConfig:
     population and learner for another agent): what a run's ``config.yaml`` holds. A run
     saved when every run carried them, or composed by a preset that sets EGRL's learner
     for a sweep over several agents, compares equal to the same run composed now."""
-    from egrl.agents import config_class, names
+    from egrl.cli.overrides import section_owners
 
     agent = str(OmegaConf.select(saved, "agent.name", default="egrl"))
-    owned = set(config_class(agent).SECTIONS)
-    foreign = {s for name in names() for s in config_class(name).SECTIONS} - owned
-    drop = [key for key in saved if key in foreign]
-    if not drop:
-        return saved
-    kept = OmegaConf.masked_copy(saved, [k for k in saved if k not in drop])
-    return kept
+    owners = section_owners()
+    kept = [key for key in saved if agent in owners.get(key, [agent])]
+    return saved if len(kept) == len(saved) else OmegaConf.masked_copy(saved, kept)
 
 
 def checkpoint_iterations(run_dir: Path) -> int | None:
