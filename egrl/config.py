@@ -62,8 +62,8 @@ class ScreenConfig:
     their measurements to what it is fitted on (:mod:`egrl.screening.earlier`). Keys beyond
     these land in ``options``: the model's own (``trees``, ``max_features``, ...).
     ``search`` (0: re-rank a pool) is how many steps of the agent's own operators run on
-    the model between paid batches (model-based search: an agent that can, SA and random
-    for now, proposes what that search visited); ``kappa`` weighs the model's spread in
+    the model between paid batches (model-based search: an agent that can, EA, EGRL, SA and
+    random, proposes what that search visited); ``kappa`` weighs the model's spread in
     the acquisition ``mean + kappa * spread`` (0: the mean, as every run before it).
     ``docs/screening.md`` describes it.
     """

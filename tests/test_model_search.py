@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from egrl import make_env
-from egrl.agents import agent_class, make_agent, names, train_config
+from egrl.agents import make_agent, train_config
+from egrl.cli.checks import configured_agents
 from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.base import Domain, Measured
@@ -53,6 +54,7 @@ def test_the_acquisition_is_the_mean_plus_kappa_spreads():
     [
         ({"name": "sa", "chains": 2, "steps": 4}, {"search": 8, "kappa": 0.5}),
         ({"name": "random", "batch": 8}, {"search": 16}),
+        ({"name": "ea", "use_learner": False, "migration": False}, {"search": 3}),
     ],
 )
 def test_model_search_keeps_the_budget_and_the_seed(agent, screen):
@@ -78,6 +80,50 @@ def test_sa_proposes_from_its_walk_on_the_model():
     assert walked and all(w.shape[:2] == (2, 6) for w in walked)
 
 
+def test_ea_pays_the_best_unseen_maps_its_population_visited_on_the_model():
+    """Once the model is fitted, a generation evolves the population ``search`` times on
+    the acquisition and pays one map per member: the top of what it visited by the
+    acquisition (no explore share here), none of them known before."""
+    env = make_env("nnpi", "resnet18")
+    agent_cfg = {"name": "ea", "use_learner": False, "migration": False}
+    agent = make_agent(env, config(agent_cfg, 60, search=3, explore=0.0))
+    searches, paid = [], []
+    generations, submit = agent._model_generations, agent.ledger.submit
+
+    def record_generations():
+        maps, kinds, probs = generations()
+        known = agent.screen.known(maps)
+        searches.append((maps, kinds, agent.screen.acquisition(maps), known))
+        return maps, kinds, probs
+
+    def record_submit(maps, source, probs=None):
+        if len(searches) == 1:  # the first generation that searched the model
+            paid.append(np.asarray(maps).copy())
+        return submit(maps, source, probs=probs)
+
+    agent._model_generations, agent.ledger.submit = record_generations, record_submit
+    agent.run()
+    size = agent.population.size
+    assert searches and all(len(maps) == 3 * size for maps, *_ in searches)
+    maps, kinds, score, known = searches[0]
+    assert list(kinds[:size]) == list(agent.population.kinds)
+    paid = np.concatenate(paid)
+    rows = np.array([np.flatnonzero((maps == m).all(axis=(1, 2)))[0] for m in paid])
+    assert len(set(agent.cache.keys(paid))) == len(rows) == size and not known[rows].any()
+    unpaid = np.ones(len(maps), dtype=bool)
+    unpaid[rows] = False
+    for row in np.flatnonzero(unpaid & ~known):  # a new map left unpaid ranks lower
+        assert score[row] <= score[rows].min() or (maps[row] == maps[rows]).all(axis=(1, 2)).any()
+
+
+def test_pg_has_no_population_to_search_the_model_with():
+    with pytest.raises(ConfigError, match="screen.search=2 is invalid: agent 'pg' cannot"):
+        make_agent(
+            make_env("nnpi", "resnet18"),
+            config({"name": "pg", "use_population": False}, 10, search=2),
+        )
+
+
 @pytest.mark.parametrize(
     ("screen", "line"),
     [
@@ -95,8 +141,8 @@ def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):
         make_agent(make_env("nnpi", "resnet18"), config({"name": "ga"}, 10, search=4))
     args = ["workload=resnet18", "budget=20", "agent=ga", "screen=forest", "screen.search=4"]
     # in this process other tests may have registered more agents (subclasses of these)
-    can = [n for n in names() if agent_class(n).model_search]
-    assert {"random", "sa"} <= set(can) and "ga" not in can
+    can = configured_agents("searches_model")
+    assert {"ea", "egrl", "random", "sa"} <= set(can) and not {"ga", "pg"} & set(can)
     line = (
         "screen.search=4 is invalid: agent 'ga' cannot search the model "
         f"(agents that can: {', '.join(can)})"

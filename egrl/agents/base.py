@@ -77,7 +77,8 @@ class SearchAgent:
     accepts_init_from: bool = False
     #: the agent proposes candidates for a learned screen (``cfg.screen``) to choose from
     screens: bool = False
-    #: its operators can search the screen's model between paid batches (``screen.search``)
+    #: its operators can search the screen's model between paid batches (``screen.search``;
+    #: :meth:`searches_model` says whether a configuration of it does)
     model_search: bool = False
     #: the agent writes policy snapshots (:meth:`save_policy_snapshot`)
     snapshots: bool = False
@@ -153,7 +154,7 @@ class SearchAgent:
             why = f"screen={screen} is invalid: agent {agent!r} does not screen its proposals"
         elif screen in CRITIC_MODELS and not self.has_critic(asdict(cfg.agent)):
             why = f"screen={screen} is invalid: agent {agent!r} has no critic"
-        elif screen != "none" and search and not self.model_search:
+        elif screen != "none" and search and not self.searches_model(asdict(cfg.agent)):
             why = f"screen.search={search} is invalid: agent {agent!r} cannot search the model"
         else:
             return
@@ -163,6 +164,12 @@ class SearchAgent:
     def has_critic(cls, agent: dict) -> bool:
         """Whether the agent its ``agent`` section configures has a critic for ``screen=critic``."""
         return False
+
+    @classmethod
+    def searches_model(cls, agent: dict) -> bool:
+        """Whether the agent its ``agent`` section configures can search the screen's model
+        (``screen.search``): :attr:`model_search` unless the agent says otherwise."""
+        return cls.model_search
 
     @property
     def name(self) -> str:

@@ -126,7 +126,7 @@ def screen_problems(task: dict) -> list[str]:
     refused with one line."""
     from dataclasses import fields
 
-    from egrl.agents import agent_class, names
+    from egrl.agents import agent_class
     from egrl.config import ScreenConfig
     from egrl.screening.base import CRITIC_MODELS
     from egrl.screening.models import MODELS
@@ -144,11 +144,15 @@ def screen_problems(task: dict) -> list[str]:
         if name in CRITIC_MODELS and not agent_class(agent).has_critic(section):
             return [critic_refusal(name, agent)]
         search = screen.get("search") or 0
-        if search and not isinstance(search, bool) and not agent_class(agent).model_search:
-            searching = [n for n in names() if agent_class(n).model_search]
+        if (
+            search
+            and not isinstance(search, bool)
+            and not agent_class(agent).searches_model(section)
+        ):
+            how = " as configured" if agent_class(agent).model_search else ""
             return [
-                f"screen.search={search} is invalid: agent {agent!r} cannot search the model "
-                f"(agents that can: {', '.join(searching)})"
+                f"screen.search={search} is invalid: agent {agent!r} cannot search the model"
+                f"{how} (agents that can: {', '.join(configured_agents('searches_model'))})"
             ]
     except KeyError:
         pass  # an unknown agent is refused where the agent is built
@@ -171,9 +175,10 @@ def screen_refusal(screen: str, agent: str) -> str:
     )
 
 
-def critic_agents() -> list[str]:
-    """The agents that have a critic as their config (``configs/agent/<name>.yaml``) sets
-    them up: those ``screen=critic`` is for."""
+def configured_agents(ability: str) -> list[str]:
+    """The agents that have ``ability`` (a classmethod of the agent class reading its
+    ``agent`` section: ``has_critic``, ``searches_model``) as their config
+    (``configs/agent/<name>.yaml``) sets them up."""
     from egrl.agents import agent_class, names
     from egrl.cli.overrides import group_path
 
@@ -184,9 +189,14 @@ def critic_agents() -> list[str]:
         # a config in the global package (EGRL's, which pulls in groups of its own) has
         # its agent section under ``agent``
         section = section.get("agent", section)
-        if agent_class(name).has_critic(section):
+        if getattr(agent_class(name), ability)(section):
             out.append(name)
     return out
+
+
+def critic_agents() -> list[str]:
+    """The agents that have a critic as configured by default: those ``screen=critic`` is for."""
+    return configured_agents("has_critic")
 
 
 def critic_refusal(screen: str, agent: str) -> str:

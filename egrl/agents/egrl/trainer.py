@@ -38,6 +38,13 @@ one per member, its own when the measure cache already knows it, so fitness stay
 map per member; each learner draws ``screen.pool`` times its noisy rollouts and the
 screen keeps as many new ones as it would have measured, and those the cache knows (they
 are free and tell the portfolio how the learner does). Clean rollouts are not screened.
+With model search (``screen.search=G``, ``egrl`` and ``ea``) a generation whose screen has
+a model first runs ``G`` generations of the population on the model's acquisition instead
+of the chip (the members' maps are scored by the model, and the population evolves on
+those scores with its own operators), then pays one map per member: the best maps that
+search visited and the chip has not seen, a share ``screen.explore`` drawn from the rest.
+The members of the last model generation whose maps were paid get their measured rewards
+as fitness before migration and evolution; the others keep the model's.
 With ``screen=critic`` (``egrl`` and ``pg``; ``ea`` has no learner and refuses it) the
 model is the lead learner's own critic (:mod:`egrl.screening.critic`), attached to the
 screen when the learners are built; it ranks once the learner has made its first update.
@@ -65,7 +72,7 @@ from egrl.agents.options import check_start, option_error, parse_options, start_
 from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
-from egrl.ledger import make_record
+from egrl.ledger import SCREEN_PHASE, make_record
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from policies import GraphUNetActor, seeded_init
@@ -85,10 +92,13 @@ REPAIRED = "repaired"
 OVERLAP = ("auto", True, False)
 
 #: what each submission of a generation holds, by ticket id: the population's members of
-#: one kind ``(POPULATION, members [M])``, a learner's noisy rollouts ``(NOISY, index)``
+#: one kind ``(POPULATION, members [M])`` (with model search ``(SEARCHED, rows [M])``, rows
+#: of the maps the search visited), a learner's noisy rollouts ``(NOISY, index)``
 #: or the lead learner's clean ones ``(CLEAN, None)``
 Sent = dict[int, tuple[str, Any]]
 POPULATION, NOISY, CLEAN = "population", "noisy", "clean"
+#: model search's paid maps: ``(SEARCHED, rows [M])``, rows of what the search visited
+SEARCHED = "searched"
 #: learner updates made in one generation: ``(updates, mean statistics)`` per block
 UpdateLog = list[tuple[int, dict[str, float]]]
 
@@ -129,6 +139,7 @@ class Trainer(SearchAgent):
 
     accepts_init_from = True
     screens = True
+    model_search = True
     snapshots = True
     config_class = EGRLConfig
     extra_columns = (
@@ -237,6 +248,11 @@ class Trainer(SearchAgent):
     def has_critic(cls, agent: Mapping[str, Any]) -> bool:
         """``egrl`` and ``pg`` have the learner's critic; ``ea`` (``use_learner=false``) none."""
         return bool(agent.get("use_learner", True))
+
+    @classmethod
+    def searches_model(cls, agent: Mapping[str, Any]) -> bool:
+        """``egrl`` and ``ea`` search the model with their population; ``pg`` has none."""
+        return bool(agent.get("use_population", True))
 
     def _init_from(self, policy: StoredPolicy) -> None:
         """Start the learners' actors and the GNN members from a trained policy.
@@ -392,9 +408,17 @@ class Trainer(SearchAgent):
         """Whether the target repairs maps from the policy's probabilities."""
         return self.env.wants_probabilities
 
+    @property
+    def searching(self) -> bool:
+        """This generation searches the model (``screen.search``, a model fitted)."""
+        return bool(self.cfg.screen.search) and self.screen is not None and self.screen.active
+
     def _submit_population(self, sent: Sent) -> np.ndarray:
         """Submit one map per member, a batch per member kind (the kind is the replay tag),
-        while the budget lasts; returns the members' kinds ``[P]``."""
+        while the budget lasts; returns the members' kinds ``[P]``. With model search the
+        maps are the screen's pick of what the search visited (:meth:`_submit_searched`)."""
+        if self.searching:
+            return self._submit_searched(sent)
         maps, kinds, probs = self.timer.measure("inference", self._population_maps)
         if self.screen is not None and self.pool > 1:
             maps = self._screen_population(maps, probs)
@@ -406,15 +430,62 @@ class Trainer(SearchAgent):
             sent[self.submit(maps[members], kind, probs=kind_probs).id] = (POPULATION, members)
         return kinds
 
+    def _submit_searched(self, sent: Sent) -> np.ndarray:
+        """Model search (``screen.search=G``): the population runs ``G`` generations on the
+        screen's acquisition instead of the chip (:meth:`_model_generations`), and the
+        screen picks as many of the maps they visited as the population has members: the
+        best unseen ones by acquisition, a share ``screen.explore`` drawn from the rest
+        (:meth:`~egrl.screening.screen.Screen.select`). They are submitted a batch per
+        kind of the member that proposed them; returns the members' kinds ``[P]``."""
+        maps, kinds, probs = self.timer.measure(SCREEN_PHASE, self._model_generations)
+        picked = self.select(maps, self.population.size, probs=probs)
+        for kind in dict.fromkeys(kinds[picked].tolist()):
+            if self.remaining <= 0:
+                break
+            rows = picked[kinds[picked] == kind]
+            kind_probs = None if probs is None else probs[rows]
+            sent[self.submit(maps[rows], kind, probs=kind_probs).id] = (SEARCHED, rows)
+        return self.population.kinds.copy()
+
+    def _model_generations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``G`` generations of the population on the model: each member's map gets the
+        screen's acquisition as its fitness, and the population evolves on it as it would
+        on the chip's rewards (elites, tournament, crossover, mutation). The last
+        generation is not evolved: its fitness, with the paid maps' rewards put in, is the
+        paid generation's (:meth:`_set_fitness`). Returns every map visited, int64
+        ``[G * P, N, H]`` (generation-major, member order within one), the kind of the
+        member that proposed it ``[G * P]`` and, if the target wants them, its
+        probabilities ``[G * P, N, H, C]``."""
+        maps, kinds, probs = [], [], []
+        for generation in range(int(self.cfg.screen.search)):
+            if generation:
+                self.population.evolve(self.graph, self.generator)
+            gen_maps, gen_kinds, gen_probs = self._population_maps()
+            self._search_fitness = self.screen.acquisition(gen_maps)
+            self.population.set_fitness(self._search_fitness)
+            maps.append(gen_maps), kinds.append(gen_kinds), probs.append(gen_probs)
+        joined = None if probs[0] is None else np.concatenate(probs)
+        return np.concatenate(maps), np.concatenate(kinds), joined
+
     def _set_fitness(self, kinds: np.ndarray, sent: Sent, answers: dict[int, Evaluation]) -> dict:
         """Each member's fitness is its map's reward (``-inf`` for one left unmeasured by
-        the budget); keeps the champion; returns the population's metrics."""
+        the budget); keeps the champion; returns the population's metrics. After model
+        search it is the model's, with the measured reward of each member whose map of
+        the last model generation was paid."""
         fitness = np.full(len(kinds), -np.inf)
+        if self.searching:  # the rows of the last model generation start at ``last``
+            fitness = self._search_fitness.copy()
+            last = len(kinds) * (int(self.cfg.screen.search) - 1)
         evaluations = []
-        for ticket_id, (role, members) in sent.items():
+        for ticket_id, (role, rows) in sent.items():
             if role == POPULATION:
                 ev = answers[ticket_id]
-                fitness[members[: len(ev)]] = ev.reward
+                fitness[rows[: len(ev)]] = ev.reward
+                evaluations.append(ev)
+            elif role == SEARCHED:
+                ev = answers[ticket_id]
+                mine = rows[: len(ev)] >= last
+                fitness[rows[: len(ev)][mine] - last] = ev.reward[mine]
                 evaluations.append(ev)
         self.population.set_fitness(fitness)
         self._keep_champion(fitness)
