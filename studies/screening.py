@@ -89,7 +89,7 @@ def check(cfg: DictConfig) -> None:
     """Every named problem, agent and screen has its overrides; seeds and budget >= 1."""
     for name in ("seeds", "budget"):
         if int(cfg[name]) < 1:
-            raise StudyError(f"screening: {name}={cfg[name]} is invalid: expected >= 1")
+            raise StudyError(f"{cfg.study}: {name}={cfg[name]} is invalid: expected >= 1")
     pretrain = cfg.get("pretrain") or {}
     problems = [*cfg.problems, *pretrain.get("problems", [])]
     for kind, names, table in (
@@ -99,7 +99,7 @@ def check(cfg: DictConfig) -> None:
     ):
         for name in names:
             if name not in table:
-                raise StudyError(f"screening: {kind} {name!r} has no overrides in the plan")
+                raise StudyError(f"{cfg.study}: {kind} {name!r} has no overrides in the plan")
 
 
 def spec(cfg: DictConfig, problem: str, agent: str, screen: str, seed: int, extra=()) -> RunSpec:

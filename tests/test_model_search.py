@@ -8,7 +8,7 @@ import pytest
 
 from egrl import make_env
 from egrl.agents import make_agent, train_config
-from egrl.cli.checks import configured_agents
+from egrl.cli.checks import configured_agents, screen_refusal
 from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.base import Domain, Measured
@@ -55,6 +55,7 @@ def test_the_acquisition_is_the_mean_plus_kappa_spreads():
         ({"name": "sa", "chains": 2, "steps": 4}, {"search": 8, "kappa": 0.5}),
         ({"name": "random", "batch": 8}, {"search": 16}),
         ({"name": "ea", "use_learner": False, "migration": False}, {"search": 3}),
+        ({"name": "ga", "population": 8}, {"search": 4, "kappa": 0.5}),
     ],
 )
 def test_model_search_keeps_the_budget_and_the_seed(agent, screen):
@@ -137,15 +138,26 @@ def test_bad_search_values_are_named(screen, line):
 
 
 def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):
-    with pytest.raises(ConfigError, match="screen.search=4 is invalid: agent 'ga' cannot"):
-        make_agent(make_env("nnpi", "resnet18"), config({"name": "ga"}, 10, search=4))
-    args = ["workload=resnet18", "budget=20", "agent=ga", "screen=forest", "screen.search=4"]
+    """pg has no population to search with; an agent that does not screen is refused its
+    screen; model search without a screen has no model."""
+    args = ["workload=resnet18", "budget=20", "agent=pg", "screen=forest", "screen.search=4"]
     # in this process other tests may have registered more agents (subclasses of these)
     can = configured_agents("searches_model")
-    assert {"ea", "egrl", "random", "sa"} <= set(can) and not {"ga", "pg"} & set(can)
+    assert {"ea", "egrl", "ga", "random", "sa"} <= set(can) and not {"greedy-dp", "pg"} & set(can)
     line = (
-        "screen.search=4 is invalid: agent 'ga' cannot search the model "
+        "screen.search=4 is invalid: agent 'pg' cannot search the model "
         f"(agents that can: {', '.join(can)})"
     )
     assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
+    args = ["workload=resnet18", "budget=20", "agent=greedy-dp", "screen=forest", "screen.search=4"]
+    refused = egrl_train_in_process(*args, cwd=tmp_path)
+    assert_refused(refused, screen_refusal("forest", "greedy-dp"))
+    args = ["workload=resnet18", "budget=20", "agent=ea", "screen.search=4"]
+    line = (
+        "screen.search=4 is invalid: screen=none has no model to search "
+        "(choose one: screen=forest|critic|gnn)"
+    )
+    assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="screen.search=4 is invalid: screen=none has no"):
+        make_agent(make_env("nnpi", "resnet18"), config({"name": "sa"}, 10, name="none", search=4))

@@ -170,11 +170,11 @@ class SimulatedAnnealing(SearchAgent):
         one per chain (:meth:`~egrl.screening.screen.Screen.choose`)."""
         steps = int(self.cfg.screen.search)
         state = self.current.copy()
-        value = self.screen.acquisition(state)
+        value = self.screen.value(state)
         visited = [first]
         for _ in range(steps - 1):
             proposal = neighbours(state, self.env.num_choices, self.options.moves, self.rng)
-            predicted = self.screen.acquisition(proposal)
+            predicted = self.screen.value(proposal)
             accept = metropolis(predicted - value, temp, self.rng)
             state[accept], value[accept] = proposal[accept], predicted[accept]
             visited.append(proposal)

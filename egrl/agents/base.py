@@ -150,7 +150,9 @@ class SearchAgent:
                 "policy to start from it (egrl, ea and pg have)"
             )
         screen, agent, search = cfg.screen.name, cfg.agent.name, cfg.screen.search
-        if screen != "none" and not self.screens:
+        if screen == "none" and search:
+            why = f"screen.search={search} is invalid: screen=none has no model to search"
+        elif screen != "none" and not self.screens:
             why = f"screen={screen} is invalid: agent {agent!r} does not screen its proposals"
         elif screen in CRITIC_MODELS and not self.has_critic(asdict(cfg.agent)):
             why = f"screen={screen} is invalid: agent {agent!r} has no critic"

@@ -12,7 +12,10 @@ best individuals pass unchanged into the next generation (and are not re-evaluat
 With screening (``screen``, :mod:`egrl.screening`) every later generation breeds
 ``screen.pool`` offspring populations from the same parents; for each slot whose usual
 child (the first population's) needs a measurement, the screen picks which of the
-slot's children is measured and joins the population.
+slot's children is measured and joins the population. With model search
+(``screen.search=G``, once the screen has a model) ``G`` generations breed on the model's
+acquisition instead of the chip, and the generation measures the best unseen children of
+all of them (:meth:`GeneticAlgorithm._model_generations`).
 
 DEAP draws from Python's module-level :mod:`random`; every DEAP call runs inside
 :func:`populations.deap_bridge.seeded_random`, which seeds it from the agent's generator
@@ -28,7 +31,7 @@ import numpy as np
 from deap import algorithms, base, tools
 
 from egrl.agents import register_agent
-from egrl.agents.base import SearchAgent
+from egrl.agents.base import SCREEN_PHASE, SearchAgent
 from egrl.agents.options import (
     check_choice,
     check_positive,
@@ -77,11 +80,13 @@ class GeneticOptions:
 
 
 class Genome(list):
-    """A flattened map as DEAP sees it: a list of ints with a ``fitness``."""
+    """A flattened map as DEAP sees it: a list of ints with a ``fitness``, and whether that
+    fitness was measured (``False``: the screen's model predicted it, model search)."""
 
-    def __init__(self, genes=()) -> None:
+    def __init__(self, genes=(), measured: bool = True) -> None:
         super().__init__(int(g) for g in genes)
         self.fitness = MaxFitness()
+        self.measured = measured
 
 
 @register_agent("ga")
@@ -90,6 +95,7 @@ class GeneticAlgorithm(SearchAgent):
 
     extra_columns = ("pop_best_reward", "pop_mean_reward")
     screens = True
+    model_search = True
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
@@ -124,18 +130,53 @@ class GeneticAlgorithm(SearchAgent):
             if self.start != "random":
                 maps[0] = start_mappings(self.env, self.start, 1, self.rng)[0]
             offspring = [Genome(m.reshape(-1)) for m in maps]
+            todo = offspring
+        elif self.screen is not None and self.screen.active and self.cfg.screen.search:
+            todo = self.timer.measure(SCREEN_PHASE, self._model_generations)
+            offspring = self.population
         else:
             offspring = self.timer.measure("evolution", self._offspring)
             if self.screen is not None and self.pool > 1:
                 offspring = self._screened(offspring)
-        todo = [ind for ind in offspring if not ind.fitness.valid]
+            todo = [ind for ind in offspring if not ind.fitness.valid]
         ev = self.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
         for ind, reward in zip(todo, ev.reward):
             ind.fitness.values = (float(reward),)
+            ind.measured = True
         self.population = offspring
         fit = self.fitness()
         known = fit[np.isfinite(fit)]
         return {"pop_best_reward": float(known.max()), "pop_mean_reward": float(known.mean())}
+
+    def _model_generations(self) -> list[Genome]:
+        """Model search (``screen.search=G``): ``G`` generations bred on the screen's
+        acquisition instead of the chip (every fitness the model gave is given again by
+        the current model; measured ones stay), then the maps to measure: as many as a
+        generation measures (``population - elites``), the best unseen of every child the
+        search bred by acquisition and a share ``screen.explore`` from the rest
+        (:meth:`~egrl.screening.screen.Screen.select`). The population is the last model
+        generation; the picked children are in it or are not, their measured fitness goes
+        to every copy in it."""
+        self._predict([ind for ind in self.population if not ind.measured])
+        bred: list[Genome] = []
+        for _ in range(int(self.cfg.screen.search)):
+            offspring = self._offspring()
+            children = [ind for ind in offspring if not ind.fitness.valid]
+            self._predict(children)
+            bred += children
+            self.population = offspring
+        maps = np.array(bred, dtype=np.int64).reshape(-1, *self.shape)
+        picked = self.select(maps, self.options.population - self.options.elites)
+        return [bred[i] for i in picked]
+
+    def _predict(self, individuals: list[Genome]) -> None:
+        """Give ``individuals`` the screen's :meth:`~egrl.screening.screen.Screen.value` as fitness."""
+        if not individuals:
+            return
+        maps = np.array(individuals, dtype=np.int64).reshape(-1, *self.shape)
+        for ind, value in zip(individuals, self.screen.value(maps)):
+            ind.fitness.values = (float(value),)
+            ind.measured = False
 
     def _offspring(self) -> list[Genome]:
         """Next generation: elites + varAnd(tournament); repeated until one needs evaluating."""
@@ -181,16 +222,23 @@ class GeneticAlgorithm(SearchAgent):
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
         if self.population is None:
-            return {"genes": None, "fitness": None}
-        return {"genes": np.array(self.population, dtype=np.int64), "fitness": self.fitness()}
+            return {"genes": None, "fitness": None, "measured": None}
+        return {
+            "genes": np.array(self.population, dtype=np.int64),
+            "fitness": self.fitness(),
+            "measured": np.array([ind.measured for ind in self.population]),
+        }
 
     def load_agent_state(self, state: dict) -> None:
         if state["genes"] is None:
             self.population = None
             return
         self.population = []
-        for genes, fit in zip(np.asarray(state["genes"]), np.asarray(state["fitness"])):
-            ind = Genome(genes)
+        genes = np.asarray(state["genes"])
+        measured = state.get("measured")  # checkpoints before model search: all measured
+        measured = np.ones(len(genes), bool) if measured is None else np.asarray(measured)
+        for gene, fit, paid in zip(genes, np.asarray(state["fitness"]), measured):
+            ind = Genome(gene, measured=bool(paid))
             if np.isfinite(fit):
                 ind.fitness.values = (float(fit),)
             self.population.append(ind)

@@ -134,6 +134,8 @@ def screen_problems(task: dict) -> list[str]:
 
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")
+    if name == "none" and screen.get("search"):
+        return [model_search_without_model(screen["search"])]
     if name not in MODELS:
         return []
     section = dict(task.get("agent") or {})
@@ -149,10 +151,11 @@ def screen_problems(task: dict) -> list[str]:
             and not isinstance(search, bool)
             and not agent_class(agent).searches_model(section)
         ):
-            how = " as configured" if agent_class(agent).model_search else ""
+            can = configured_agents("searches_model")
+            how = " as configured" if agent in can else ""
             return [
                 f"screen.search={search} is invalid: agent {agent!r} cannot search the model"
-                f"{how} (agents that can: {', '.join(configured_agents('searches_model'))})"
+                f"{how} (agents that can: {', '.join(can)})"
             ]
     except KeyError:
         pass  # an unknown agent is refused where the agent is built
@@ -162,6 +165,17 @@ def screen_problems(task: dict) -> list[str]:
     if not problems and not task.get("resume"):
         problems += earlier_run_problems(task)
     return problems
+
+
+def model_search_without_model(search) -> str:
+    """The line that refuses ``screen.search`` without a screen (``screen=none``)."""
+    from egrl.screening.base import NAMES
+
+    models = [n for n in NAMES if n != "none"]
+    return (
+        f"screen.search={search} is invalid: screen=none has no model to search "
+        f"(choose one: screen={'|'.join(models)})"
+    )
 
 
 def screen_refusal(screen: str, agent: str) -> str:

@@ -112,6 +112,7 @@ class Screen:
         self._maps: np.ndarray | None = None  # int16 [M, N, H], the chunks joined
         self._rewards = np.zeros(0, dtype=np.float64)
         self._batch: list[tuple[np.ndarray, np.ndarray]] = []  # paid under the model
+        self._paid: dict[bytes, float] = {}  # each paid map (int16 bytes): its reward
 
     def attach_critic(self, critic: LearnerCritic) -> None:
         """The critic of the agent's learner, for a model of
@@ -152,6 +153,7 @@ class Screen:
         if self.model is not None:
             self._batch.append((maps, rewards))
         self._chunks.append((maps, rewards))
+        self._paid.update(zip((m.tobytes() for m in maps), rewards.tolist()))
 
     def training_data(self) -> tuple[np.ndarray, np.ndarray]:
         """Every observed map int16 ``[M, N, H]`` and its reward float64 ``[M]``."""
@@ -227,6 +229,17 @@ class Screen:
             return self.predict(candidates)
         mean, std = spread(self.domain, np.asarray(candidates, dtype=np.int64))
         return mean + kappa * std
+
+    def value(self, candidates: np.ndarray) -> np.ndarray:
+        """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the
+        measured reward of a map paid for, the :meth:`acquisition` of any other."""
+        candidates = np.asarray(candidates, dtype=np.int64)
+        values = self.acquisition(candidates)
+        if self._paid:
+            rows = candidates.astype(np.int16)
+            paid = np.array([self._paid.get(m.tobytes(), np.nan) for m in rows])
+            values = np.where(np.isnan(paid), values, paid)
+        return values
 
     def select(
         self,
@@ -356,12 +369,13 @@ class Screen:
         """Inverse of :meth:`state_dict`; the model is refitted at the next :meth:`refit`."""
         self._chunks, self._maps = [], None
         self._rewards = np.zeros(0, dtype=np.float64)
-        self.model, self._fitted_on, self._batch = None, None, []
+        self.model, self._fitted_on, self._batch, self._paid = None, None, [], {}
         if state is None:
             return
         if state.get("rewards") is not None:
             self._maps = np.asarray(state["maps"]).astype(np.int16)
             self._rewards = np.asarray(state["rewards"], dtype=np.float64).copy()
+            self._paid = dict(zip((m.tobytes() for m in self._maps), self._rewards.tolist()))
         self.rng.bit_generator.state = state["rng"]
 
 

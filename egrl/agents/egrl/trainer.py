@@ -449,7 +449,8 @@ class Trainer(SearchAgent):
 
     def _model_generations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """``G`` generations of the population on the model: each member's map gets the
-        screen's acquisition as its fitness, and the population evolves on it as it would
+        screen's acquisition as its fitness (its measured reward if it was paid for,
+        :meth:`~egrl.screening.screen.Screen.value`), and the population evolves on it as it would
         on the chip's rewards (elites, tournament, crossover, mutation). The last
         generation is not evolved: its fitness, with the paid maps' rewards put in, is the
         paid generation's (:meth:`_set_fitness`). Returns every map visited, int64
@@ -461,7 +462,7 @@ class Trainer(SearchAgent):
             if generation:
                 self.population.evolve(self.graph, self.generator)
             gen_maps, gen_kinds, gen_probs = self._population_maps()
-            self._search_fitness = self.screen.acquisition(gen_maps)
+            self._search_fitness = self.screen.value(gen_maps)
             self.population.set_fitness(self._search_fitness)
             maps.append(gen_maps), kinds.append(gen_kinds), probs.append(gen_probs)
         joined = None if probs[0] is None else np.concatenate(probs)
@@ -490,11 +491,12 @@ class Trainer(SearchAgent):
         self.population.set_fitness(fitness)
         self._keep_champion(fitness)
         best = int(np.argmax(fitness))
+        paid = np.concatenate([e.reward for e in evaluations])
         return {
             "champion_type": str(kinds[best]),
             "champion_descent": self.population.descent_label(best),
-            "pop_best_reward": float(fitness[best]),
-            "pop_mean_reward": float(np.concatenate([e.reward for e in evaluations]).mean()),
+            "pop_best_reward": float(paid.max()),
+            "pop_mean_reward": float(paid.mean()),
             "pop_valid_fraction": float(np.concatenate([e.valid for e in evaluations]).mean()),
         }
 
