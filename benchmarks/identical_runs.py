@@ -50,7 +50,7 @@ SMALL = [
     "learner.burn_in=8",
 ]
 NNPI = ["hwmodel=nnpi", "workload=resnet50", "budget=60"]
-MCM = ["hwmodel=mcm", "workload=resnet50", "budget=40"]
+MCM = ["hwmodel=mcm", "reward=egrl", "workload=resnet50", "budget=40"]  # its default reward is now repaired
 TPU = ["hwmodel=tpu-cmem", "workload=resnet18", "budget=30"]
 BANKED = ["hwmodel=banked", "workload=resnet18", "budget=40"]
 EXTERNAL = [

@@ -104,7 +104,7 @@ class TrainConfig:
     snapshot_every: int = 10
     record_evaluations: bool = False
     invalid_reward_scale: float = 1.0
-    reward: str = "egrl"
+    reward: str | None = None
     progress: bool = True
     cache_size: int = 100_000
     max_stale_generations: int = 100

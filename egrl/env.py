@@ -320,7 +320,7 @@ def make_env(
     hwmodel: str | HardwareModel = "nnpi",
     workload: str | Workload = "resnet50",
     invalid_reward_scale: float = 1.0,
-    reward: str = "egrl",
+    reward: str | None = None,
     eliminate_data_movement: bool = False,
     **hw_params,
 ) -> Env:
@@ -330,7 +330,8 @@ def make_env(
         hwmodel: a registered name (``hwmodels.names()``) or a :class:`HardwareModel`.
         workload: a zoo name (``workloads.names()``), a path to a workload JSON, or a
             :class:`Workload`.
-        invalid_reward_scale, reward: see :class:`Env`.
+        invalid_reward_scale, reward: see :class:`Env`; ``reward`` None is the hardware
+            model's own (:attr:`hwmodels.base.HardwareModel.default_reward`).
         eliminate_data_movement: rewrite the workload with
             :func:`workloads.eliminate_data_movement` first (docs/dme.md).
         **hw_params: parameters of the hardware model when given by name; ``module``
@@ -358,6 +359,7 @@ def make_env(
             report.pairs_total,
         )
     target = hwmodel.bind(workload)
+    reward = reward or getattr(hwmodel, "default_reward", "egrl")
     return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)
 
 
@@ -376,10 +378,21 @@ def env_from_config(cfg: Any) -> Env:
         hwmodel=task["hwmodel"]["name"],
         workload=workload["name"],
         invalid_reward_scale=task.get("invalid_reward_scale", 1.0),
-        reward=task.get("reward", "egrl"),
+        reward=reward_of(task),
         eliminate_data_movement=bool(workload.get("eliminate_data_movement", False)),
         **hw_params(task),
     )
+
+
+def reward_of(cfg: Any) -> str:
+    """The reward of a run's config: its ``reward``, or the hardware model's own when it is
+    null (:func:`hwmodels.default_reward`); a config without the key predates it (``egrl``)."""
+    import hwmodels
+
+    task = plain_config(cfg)
+    if "reward" not in task:
+        return "egrl"
+    return task["reward"] or hwmodels.default_reward((task.get("hwmodel") or {}).get("name"))
 
 
 def plain_config(cfg: Any) -> dict:

@@ -135,7 +135,7 @@ RULES: dict[str, Rule] = {
     "snapshot_every": at_least(1),
     "record_evaluations": FLAG,
     "invalid_reward_scale": at_least(0, float),
-    "reward": Rule(str, pattern=r"egrl|repaired", describe="egrl or repaired"),
+    "reward": Rule(str, pattern=r"egrl|repaired", describe="egrl or repaired", optional=True),
     "progress": FLAG,
     "cache_size": at_least(0),
     "record_size": at_least(1),

@@ -90,6 +90,13 @@ def import_module(module: str) -> ModuleType:
     return loaded
 
 
+def default_reward(name: str) -> str:
+    """The reward of a run of the hardware model ``name`` that names none (its class's
+    ``default_reward``; ``egrl`` for a factory that declares none)."""
+    _load_builtins()
+    return getattr(_REGISTRY.get(name), "default_reward", "egrl")
+
+
 def names() -> list[str]:
     """Names of the registered hardware models."""
     _load_builtins()

@@ -235,6 +235,10 @@ class HardwareModel(ABC):
     """A chip with its parameters; :meth:`bind` specialises it to a workload."""
 
     name: str = "hardware"
+    #: the reward of a run that names none (``reward: null``): ``egrl`` (a map the compiler
+    #: had to repair earns the negative re-assignment ratio, EGRL's Algorithm 1) or
+    #: ``repaired`` (the reward of its repair, as the multi-chip paper scores a partition)
+    default_reward: str = "egrl"
 
     @abstractmethod
     def bind(self, workload: Workload) -> Target:

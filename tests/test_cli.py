@@ -175,9 +175,12 @@ def test_continue_runs_resumes_a_killed_run_and_refuses_another_config(tmp_path)
     for late in checkpoints[1:]:
         shutil.rmtree(late)
     (run_dir / "best_mapping.json").unlink()
-    # ... made before the runtime group existed: where maps are measured is not compared
+    # ... made before the runtime group existed: where maps are measured is not compared;
+    # and before reward defaulted to the hardware model's own (NNP-I's is egrl)
     saved = OmegaConf.load(run_dir / "config.yaml")
     del saved["runtime"]
+    assert saved.reward is None
+    saved.reward = "egrl"
     OmegaConf.save(saved, run_dir / "config.yaml")
     again = egrl_train(*TINY, "continue_runs=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]

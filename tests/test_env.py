@@ -216,3 +216,17 @@ def test_probs_reach_only_a_target_that_wants_them(env, monkeypatch):
     env.evaluate(maps)
     assert seen[2] == {"probs": None}
     np.testing.assert_array_equal(plain.reward, wanted.reward)
+
+
+def test_a_hardware_model_declares_the_reward_of_a_run_that_names_none():
+    """mcm scores a run by the repaired partition unless told otherwise; NNP-I by EGRL's
+    reward; a config saved before the key existed was EGRL's."""
+    from egrl.env import reward_of
+
+    assert make_env("mcm", "resnet18").reward == "repaired"
+    assert make_env("mcm", "resnet18", reward="egrl").reward == "egrl"
+    assert make_env("nnpi", "resnet18").reward == "egrl"
+    assert reward_of({"hwmodel": {"name": "mcm"}, "reward": None}) == "repaired"
+    assert reward_of({"hwmodel": {"name": "mcm"}, "reward": "egrl"}) == "egrl"
+    assert reward_of({"hwmodel": {"name": "nnpi"}, "reward": None}) == "egrl"
+    assert reward_of({"hwmodel": {"name": "mcm"}}) == "egrl"

@@ -109,6 +109,15 @@ def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:
     return OmegaConf.merge(cfg, {"screen": OmegaConf.load(group_path("screen", "none"))})
 
 
+def with_resolved_reward(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with its reward resolved (:func:`egrl.env.reward_of`): a run saved with the
+    reward its hardware model now has by default (``reward: egrl`` on NNP-I, ``repaired``
+    on ``mcm``) compares equal to the same run composed with ``reward: null``."""
+    from egrl.env import reward_of
+
+    return OmegaConf.merge(cfg, {"reward": reward_of(cfg)})
+
+
 def own_sections_only(saved: DictConfig) -> DictConfig:
     """``saved`` without the top-level sections its agent does not own (EGRL's policy,
     population and learner for another agent): what a run's ``config.yaml`` holds. A run

@@ -47,6 +47,7 @@ from egrl.cli.resume import (
     own_sections_only,
     resume_changes,
     saved_config,
+    with_resolved_reward,
     with_screen_of_its_time,
 )
 from egrl.heap import keep_freed_memory
@@ -103,7 +104,9 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     if not cfg.get("continue_runs") or not files.config.exists():
         return False
     saved = own_sections_only(with_screen_of_its_time(files.config_node()))
-    diff = config_differences(saved, own_sections_only(cfg))
+    diff = config_differences(
+        with_resolved_reward(saved), with_resolved_reward(own_sections_only(cfg))
+    )
     if diff:
         raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "

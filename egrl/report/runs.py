@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.checkpoint import load_state
-from egrl.env import Env, make_env
+from egrl.env import Env, make_env, reward_of
 from egrl.ledger import record_state
 from egrl.replay import ReplayBuffer
 from egrl.rundir import BEST_FILE, CHECKPOINTS_DIR, RunDir
@@ -144,7 +144,7 @@ def env_from_config(cfg: dict) -> Env:
         hwmodel=cfg["hwmodel"]["name"],
         workload=cfg["workload"]["name"],
         invalid_reward_scale=float(cfg.get("invalid_reward_scale", 1.0)),
-        reward=str(cfg.get("reward", "egrl")),
+        reward=reward_of(cfg),
         **(cfg["hwmodel"].get("params") or {}),
     )
 

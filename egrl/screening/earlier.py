@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.checkpoint import load_state
-from egrl.env import env_from_config
+from egrl.env import env_from_config, reward_of
 from egrl.ledger import record_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
@@ -51,7 +51,7 @@ def _target_of(config: dict) -> dict:
     hw = dict(config.get("hwmodel") or {})
     return {
         "hwmodel": {"name": hw.get("name"), "params": dict(hw.get("params") or {})},
-        "reward": config.get("reward", "egrl"),
+        "reward": reward_of(config),
         "invalid_reward_scale": float(config.get("invalid_reward_scale", 1.0)),
     }
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from egrl.env import Env
+from egrl.env import Env, reward_of
 from egrl.rundir import CONFIG_FILE, POLICIES_DIR, SNAPSHOT_GLOB, TRANSFER_CSV, TRANSFER_DIR, RunDir
 from policies import GraphUNetActor
 from policies.categorical import sample_maps
@@ -394,7 +394,7 @@ def read_run_info(run_dir: str | Path) -> RunInfo:
             hwmodel=str(hw["name"]),
             hw_params=dict(hw.get("params") or {}),
             invalid_reward_scale=float(cfg.get("invalid_reward_scale", 1.0)),
-            reward=str(cfg.get("reward", "egrl")),
+            reward=reward_of(cfg),
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path} lacks the workload or hwmodel section: {exc}") from exc
