@@ -76,6 +76,12 @@ def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
     return overrides
 
 
+def agents_of(cfg: DictConfig, problem: str) -> list[str]:
+    """The agents a problem runs: the plan's, then its own (``problem_agents``)."""
+    extra = (cfg.get("problem_agents") or {}).get(problem, [])
+    return [*cfg.agents, *(a for a in extra if a not in cfg.agents)]
+
+
 def screens_of(cfg: DictConfig, problem: str, agent: str | None = None) -> list[str]:
     """The screens a problem runs (the plan's, then its own); with ``agent``, those the
     agent runs (``screen_agents`` limits a screen to some agents, e.g. ``critic``)."""
@@ -94,7 +100,7 @@ def check(cfg: DictConfig) -> None:
     problems = [*cfg.problems, *pretrain.get("problems", [])]
     for kind, names, table in (
         ("problem", problems, cfg.problem_overrides),
-        ("agent", cfg.agents, cfg.agent_overrides),
+        ("agent", [a for p in cfg.problems for a in agents_of(cfg, p)], cfg.agent_overrides),
         ("screen", [s for p in cfg.problems for s in screens_of(cfg, p)], cfg.screen_overrides),
     ):
         for name in names:
@@ -122,7 +128,7 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
     first: dict[str, RunSpec] = {}
     second: list[RunSpec] = []
     for problem in cfg.problems:
-        for agent in cfg.agents:
+        for agent in agents_of(cfg, problem):
             for screen in screens_of(cfg, problem, agent):
                 for seed in range(cfg.seeds):
                     if screen not in later:
@@ -232,7 +238,7 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
     """Every cell of ``problem``; None when it has no finished run."""
     cells = {
         (a, s): finished_runs(out / group(problem, a, s))
-        for a in cfg.agents
+        for a in agents_of(cfg, problem)
         for s in screens_of(cfg, problem, a)
     }
     runs = [r for rs in cells.values() for r in rs]
