@@ -128,3 +128,44 @@ def test_an_external_chip_screens_with_the_nnpi_prior(tmp_path):
     rows = RunDir(tmp_path / "run").read_metrics_rows()
     assert int(rows[-1]["iterations"]) == 32
     assert any(np.isfinite(float(r["screen_spearman"])) for r in rows)
+
+
+def test_a_chip_data_file_teaches_a_screen_as_its_runs_do(tmp_path):
+    """egrl-chip-data writes the runs' measurements to one file; a run that names it in
+    screen.init_from makes the same choices as one that names the runs."""
+    from egrl.cli.chip_data import main as chip_data
+
+    runs = [earlier_run(tmp_path / w, w, budget=30) for w in ("resnet18", "resnet34")]
+    out = tmp_path / "chip.npz"
+    assert chip_data(["--out", str(out), *map(str, runs)]) == 0
+    rows = {}
+    for name, init_from in (("runs", [str(r) for r in runs]), ("file", [str(out)])):
+        screen = {"name": "forest", "warmup": 0, "trees": 8, "init_from": init_from}
+        agent = {"name": "random", "batch": 10}
+        cfg = train_config({"budget": 30, "progress": False, "agent": agent, "screen": screen})
+        run = make_agent(make_env("nnpi", "resnet50"), cfg)
+        assert [m.domain.name for m in run.screen.earlier] == ["resnet18", "resnet34"]
+        run.run()
+        rows[name] = [(r["iterations"], r["best_reward"], r["screen_spearman"]) for r in run.rows]
+    assert rows["file"] == rows["runs"]
+
+
+def test_bad_chip_data_is_named_in_one_line(tmp_path, capsys):
+    from egrl.cli.checks import earlier_run_problems
+    from egrl.cli.chip_data import main as chip_data
+
+    nnpi = earlier_run(tmp_path / "nnpi", "resnet18", budget=10)
+    mcm = earlier_run(tmp_path / "mcm", "resnet18", hwmodel="mcm", budget=10)
+    assert chip_data(["--out", str(tmp_path / "mixed.npz"), str(nnpi), str(mcm)]) == 2
+    assert "that run's hwmodel is" in capsys.readouterr().err
+    assert not (tmp_path / "mixed.npz").exists()
+    assert chip_data(["--out", str(tmp_path / "chip.txt"), str(nnpi)]) == 2
+    assert "expected a .npz file" in capsys.readouterr().err
+    bogus = tmp_path / "bogus.npz"
+    bogus.write_text("not a file of maps")
+    task = {"hwmodel": {"name": "nnpi", "params": {}}, "screen": {"init_from": [str(bogus)]}}
+    (line,) = earlier_run_problems(task)
+    assert line.startswith(f"screen.init_from={bogus} is invalid: not a chip data file")
+    assert chip_data(["--out", str(tmp_path / "chip.npz"), str(mcm)]) == 0
+    (line,) = earlier_run_problems({**task, "screen": {"init_from": [str(tmp_path / "chip.npz")]}})
+    assert "that run's hwmodel is {'name': 'mcm'" in line

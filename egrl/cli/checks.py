@@ -228,12 +228,13 @@ def critic_refusal(screen: str, agent: str) -> str:
 def earlier_run_problems(task: dict) -> list[str]:
     """``screen.init_from``: each run must exist and be of this run's target (hardware
     model and its parameters, reward), one line each."""
-    from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_config
+    from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_configs
 
     problems = []
     for path in as_paths((task.get("screen") or {}).get("init_from")):
         try:
-            line = foreign_problem(path, read_config(path), task)
+            lines = [foreign_problem(path, config, task) for config in read_configs(path)]
+            line = next((line for line in lines if line is not None), None)
         except EarlierRunError as exc:
             line = str(exc)
         if line is not None:

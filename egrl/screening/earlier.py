@@ -15,6 +15,7 @@ same target again (nothing is measured) so that a model can read its maps.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,6 +90,17 @@ def load_measured(path: Path, prior: str | None = None) -> Measured:
     Raises:
         EarlierRunError: the run has no checkpoint or answered nothing.
     """
+    config, maps, rewards = read_measured(path)
+    return bind_measured(config, maps, rewards, prior, path)
+
+
+def read_measured(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The resolved config of the run at ``path``, the distinct maps it was answered, int16
+    ``[M, N, H]`` in the order first answered, and their finite rewards float64 ``[M]``.
+
+    Raises:
+        EarlierRunError: no run there, no checkpoint, or it answered nothing.
+    """
     config = read_config(path)
     files = RunDir(path)
     checkpoint = files.latest_checkpoint()
@@ -103,10 +115,97 @@ def load_measured(path: Path, prior: str | None = None) -> Measured:
     _, first = np.unique(maps.reshape(size, -1), axis=0, return_index=True)
     first = np.sort(first)
     finite = first[np.isfinite(rewards[first])]
+    return config, maps[finite].astype(np.int16), rewards[finite]
+
+
+def bind_measured(
+    config: dict, maps: np.ndarray, rewards: np.ndarray, prior: str | None, source: Path
+) -> Measured:
+    """Measurements of the run ``config`` (its workload bound to its target again, nothing
+    measured) as a model reads them."""
     env = env_from_config(config)
     domain = Domain.of(env, make_prior(prior, env))
-    log.info("screen: %d maps of %s from %s", len(finite), domain.name, path)
-    return Measured(domain, maps[finite].astype(np.int16), rewards[finite])
+    log.info("screen: %d maps of %s from %s", len(rewards), domain.name, source)
+    return Measured(domain, np.asarray(maps, dtype=np.int16), np.asarray(rewards, np.float64))
+
+
+# ------------------------------------------------------------- chip data files
+#: the format of a chip data file (``egrl-chip-data``)
+CHIP_DATA_FORMAT = "egrl-chip-data/1"
+#: what a chip data file keeps of each run's config
+_KEPT = ("hwmodel", "workload", "reward", "invalid_reward_scale")
+
+
+def is_chip_data(path: Path) -> bool:
+    """``path`` names a chip data file (a ``.npz``) rather than a run directory."""
+    return Path(path).suffix == ".npz"
+
+
+def save_chip_data(runs: Sequence[Path], out: Path) -> int:
+    """Write the measurements of the runs ``runs`` (run directories of one target, on any
+    workloads) to the chip data file ``out`` (``.npz``), which ``screen.init_from`` reads
+    as it would read the runs, without their checkpoints. Returns the maps written.
+
+    Raises:
+        EarlierRunError: a run that is missing, measured nothing, or is of another
+            target than the first.
+    """
+    meta, arrays = [], {}
+    for i, path in enumerate(runs):
+        config, maps, rewards = read_measured(Path(path))
+        kept = {k: config[k] for k in _KEPT if k in config}
+        kept["reward"] = reward_of(config)
+        if meta:
+            line = foreign_problem(Path(path), kept, meta[0]["config"])
+            if line is not None:
+                raise EarlierRunError(line)
+        meta.append({"source": str(path), "config": kept})
+        arrays[f"maps_{i}"], arrays[f"rewards_{i}"] = maps, rewards
+    head = {"format": CHIP_DATA_FORMAT, "runs": meta}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, meta=np.array(json.dumps(head)), **arrays)
+    return sum(len(arrays[f"rewards_{i}"]) for i in range(len(runs)))
+
+
+def _read_chip_data(path: Path) -> tuple[list[dict], np.lib.npyio.NpzFile]:
+    if not path.is_file():
+        raise EarlierRunError(f"screen.init_from={path} is invalid: no such file")
+    try:
+        data = np.load(path, allow_pickle=False)
+        head = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError) as exc:
+        raise EarlierRunError(
+            f"screen.init_from={path} is invalid: not a chip data file ({exc})"
+        ) from None
+    if head.get("format") != CHIP_DATA_FORMAT:
+        raise EarlierRunError(
+            f"screen.init_from={path} is invalid: format {head.get('format')!r}, "
+            f"expected {CHIP_DATA_FORMAT}"
+        )
+    return head["runs"], data
+
+
+def read_configs(path: Path) -> list[dict]:
+    """The configs of what ``path`` holds: one run directory's, or every run of a chip
+    data file (what :func:`foreign_problem` compares)."""
+    path = Path(path)
+    if is_chip_data(path):
+        return [run["config"] for run in _read_chip_data(path)[0]]
+    return [read_config(path)]
+
+
+def load_earlier(path: Path, prior: str | None = None) -> list[Measured]:
+    """The measurements ``screen.init_from`` names with ``path``: a run directory's
+    (:func:`load_measured`), or every run of a chip data file (:func:`save_chip_data`)."""
+    path = Path(path)
+    if not is_chip_data(path):
+        return [load_measured(path, prior)]
+    runs, data = _read_chip_data(path)
+    return [
+        bind_measured(run["config"], data[f"maps_{i}"], data[f"rewards_{i}"], prior, path)
+        for i, run in enumerate(runs)
+    ]
 
 
 def make_prior(name: str | None, env):

@@ -31,7 +31,7 @@ import numpy as np
 
 from egrl.measure_cache import MeasureCache
 from egrl.screening.base import CRITIC_MODELS, NAMES, CostModel, Domain, Measured
-from egrl.screening.earlier import EarlierRunError, as_paths, load_measured, make_prior
+from egrl.screening.earlier import EarlierRunError, as_paths, load_earlier, make_prior
 from egrl.screening.models import MODELS, build_model
 from egrl.screening.rules import option_problems
 from egrl.validation import ConfigError
@@ -383,8 +383,8 @@ def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Sc
     """The screen of a run from its ``screen`` section: None for ``none``.
 
     ``screen.prior`` adds a free description of the maps (:func:`egrl.screening.earlier.make_prior`);
-    ``screen.init_from`` reads earlier runs' measurements
-    (:func:`egrl.screening.earlier.load_measured`), which must describe maps with the
+    ``screen.init_from`` reads earlier runs' measurements, from their run directories or
+    a chip data file (:func:`egrl.screening.earlier.load_earlier`), which must describe maps with the
     same heads and description columns as this run's target.
 
     Raises:
@@ -401,10 +401,11 @@ def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Sc
         raise ConfigError(problems)
     try:
         domain = Domain.of(env, make_prior(config.prior, env))
-        earlier = [load_measured(path, config.prior) for path in as_paths(config.init_from)]
+        named = [(path, load_earlier(path, config.prior)) for path in as_paths(config.init_from)]
     except (EarlierRunError, ValueError) as exc:
         raise ConfigError([str(exc)]) from None
-    for path, data in zip(as_paths(config.init_from), earlier):
+    earlier = [data for _, datasets in named for data in datasets]
+    for path, data in ((path, data) for path, datasets in named for data in datasets):
         mine = (list(domain.num_choices), domain.featurize.description_names)
         theirs = (list(data.domain.num_choices), data.domain.featurize.description_names)
         if mine != theirs:
