@@ -552,3 +552,39 @@ def test_a_run_saved_before_a_learner_option_resumes_with_the_value_it_was_made_
     new = OmegaConf.create({"learner": {"update_on": "paid", "reward_norm": "buffer"}})
     kept = with_learner_defaults_of_its_time(new).learner
     assert (kept.update_on, kept.reward_norm, kept.entropy_reduction) == ("paid", "buffer", "mean")
+
+
+COUNTING_CHIP = """
+import io, json, sys
+sys.path.insert(0, {examples!r})
+import external_chip
+raw = sys.stdin.read()
+request = json.loads(raw)
+with open({log!r}, "a") as f:
+    f.write(request["request"] + " " + str(len(request.get("maps", []))) + "\\n")
+sys.stdin = io.StringIO(raw)
+sys.exit(external_chip.main([]))
+"""
+
+
+@pytest.mark.slow
+def test_a_command_binds_a_chip_once(tmp_path):
+    """The checks before a run and the run share one binding: a chip is asked for its
+    compiler's map once and runs it once, besides the budget's maps."""
+    log = tmp_path / "requests.txt"
+    chip = tmp_path / "counting_chip.py"
+    examples = str(Path(__file__).resolve().parents[1] / "examples")
+    chip.write_text(COUNTING_CHIP.format(examples=examples, log=str(log)))
+    out = egrl_train(
+        "hwmodel=external",
+        f"hwmodel.params.command='{sys.executable} {chip}'",
+        "workload=resnet18",
+        "agent=random",
+        "budget=12",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    requests = [line.split() for line in log.read_text().splitlines()]
+    assert [r for r in requests if r[0] == "baseline"] == [["baseline", "0"]]
+    assert sum(int(n) for kind, n in requests if kind == "evaluate") == 12 + 1

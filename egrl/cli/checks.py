@@ -247,13 +247,15 @@ def _why(exc: BaseException) -> str:
     return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
-def build_problems(task: dict) -> list[str]:
+def build_problems(task: dict, keep: bool = False) -> list[str]:
     """Why the run cannot be built, asked of the target and the agent themselves.
 
     The hardware model is bound to the workload (as ``egrl-info`` does: a workload that
     does not fit the target is refused here), then the agent is made on it without a run
     directory (an agent on a target it does not support, an unknown or bad agent option,
     ``+agent.chainz=4`` say, is refused here). About a second on the zoo's workloads.
+    With ``keep`` the bound environment is kept for the run (:func:`egrl.cli.build.env_from_config`):
+    binding a chip measures its compiler's map, which a command then measures once.
     """
     from egrl.agents import make_agent
     from egrl.cli.build import env_from_config, train_config
@@ -263,7 +265,7 @@ def build_problems(task: dict) -> list[str]:
     hwmodel = (task.get("hwmodel") or {}).get("name")
     workload = (task.get("workload") or {}).get("name")
     try:
-        env = env_from_config(task)
+        env = env_from_config(task, keep=keep)
     except workloads.WorkloadError as exc:
         return [f"workload={show(workload)} is invalid: {exc}"]
     except (ValueError, TypeError, KeyError, ImportError, NotImplementedError) as exc:
@@ -316,7 +318,7 @@ def run_problems(config: DictConfig) -> list[str]:
         if line is not None:
             problems.append(line)
     if not problems and not task.get("resume"):
-        problems += build_problems(task)
+        problems += build_problems(task, keep=True)
     return problems
 
 
