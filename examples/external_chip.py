@@ -22,11 +22,24 @@ Cost model (three memory levels, NNP-I-like defaults from the Spring Hill figure
   that level's bandwidth, ``max_L bytes_L / bandwidth_L``, instead of the sum of every
   transfer's bytes over its level's bandwidth. Spreading a node's tensors over levels
   pays, and putting everything in SRAM is no longer the fastest map.
+* ``--dram-access-us L``: every transfer to or from DRAM (a weight read, an output
+  written, an input read, a host input) also pays a fixed ``L`` microseconds (row
+  activation, command and DMA set-up), so a small tensor in DRAM costs more than its bytes
+  say. The compiler places by capacity alone and does not see it.
+* ``--llc-contention A`` (in [0, 1)): the LLC's bandwidth at a node's step falls with how
+  full the LLC is then, ``bandwidth x (1 - A x held / capacity)`` (conflict misses and
+  evictions grow as it fills), so filling the LLC slows every transfer through it. The
+  compiler only checks that what it places fits.
+
+The three effects combine; a node's time per memory level is the bytes moved there over
+the level's (contended) bandwidth plus the DRAM access times, and the node's memory time
+is the sum over levels, or the busiest level with ``--shared-bandwidth``.
 
 Usage::
 
     python examples/external_chip.py --sram-kib 4096 --llc-kib 24576 < request.json
     python examples/external_chip.py --shared-bandwidth --sram-kib 2048 < request.json
+    python examples/external_chip.py --dram-access-us 2 --llc-contention 0.5 < request.json
 """
 
 from __future__ import annotations
@@ -55,9 +68,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="a node's transfers run concurrently and share each level's bandwidth",
     )
     p.add_argument(
+        "--dram-access-us",
+        type=float,
+        default=0.0,
+        help="fixed microseconds every DRAM transfer pays beside its bytes (>= 0)",
+    )
+    p.add_argument(
+        "--llc-contention",
+        type=float,
+        default=0.0,
+        help="share of the LLC bandwidth lost when the LLC is full, in [0, 1)",
+    )
+    p.add_argument(
         "--no-baseline", action="store_true", help="answer the baseline request with an error"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.dram_access_us < 0:
+        p.error(f"--dram-access-us {args.dram_access_us} is invalid: expected >= 0")
+    if not 0 <= args.llc_contention < 1:
+        p.error(f"--llc-contention {args.llc_contention} is invalid: expected a value in [0, 1)")
+    return args
 
 
 class Chip:
@@ -80,6 +110,9 @@ class Chip:
         self.dram_bw = bandwidth["DRAM"] * 1e9
         self.level_bw = np.array([bandwidth[level] * 1e9 for level in LEVELS])
         self.shared_bandwidth = bool(getattr(args, "shared_bandwidth", False))
+        self.dram_access_s = float(getattr(args, "dram_access_us", 0.0)) * 1e-6
+        self.llc_contention = float(getattr(args, "llc_contention", 0.0))
+        self.llc_capacity = capacity["LLC"]
         self.mac_rate = args.tmacs * 1e12
 
         nodes = workload["nodes"]
@@ -134,8 +167,9 @@ class Chip:
 
     def latency(self, mapping: np.ndarray) -> float:
         """Seconds to run one (valid) map ``[N, 2]``."""
-        if self.shared_bandwidth:
-            memory = self.shared_memory_time(mapping)
+        if self.shared_bandwidth or self.dram_access_s or self.llc_contention:
+            times = self.level_times(mapping)
+            memory = times.max(axis=1) if self.shared_bandwidth else times.sum(axis=1)
             return float(np.maximum(self.macs / self.mac_rate, memory).sum())
         w_bw = self.bandwidth["weight"][mapping[:, 0]]
         a_bw = self.bandwidth["activation"][mapping[:, 1]]
@@ -143,21 +177,49 @@ class Chip:
         memory = self.weight / w_bw + self.output / a_bw + reads + self.host_bytes / self.dram_bw
         return float(np.maximum(self.macs / self.mac_rate, memory).sum())
 
-    def shared_memory_time(self, mapping: np.ndarray) -> np.ndarray:
-        """Seconds ``[N]`` of each node's transfers when they share each level's bandwidth.
+    def level_times(self, mapping: np.ndarray) -> np.ndarray:
+        """Seconds ``[N, levels]`` each node's transfers take on each memory level.
 
         ``bytes [N, levels]``: the node's weight and output at their levels, its inputs at
-        their producers' activation levels, host inputs in DRAM; the node takes its busiest
-        level's time.
+        their producers' activation levels, host inputs in DRAM, over the level's bandwidth
+        (the LLC's contended at the node's step, ``--llc-contention``), plus
+        ``--dram-access-us`` per DRAM transfer.
         """
         w_level = np.asarray(self.level["weight"])[mapping[:, 0]]
         a_level = np.asarray(self.level["activation"])[mapping[:, 1]]
+        nodes = np.arange(self.n)
         moved = np.zeros((self.n, len(LEVELS)))
-        np.add.at(moved, (np.arange(self.n), w_level), self.weight)
-        np.add.at(moved, (np.arange(self.n), a_level), self.output)
+        np.add.at(moved, (nodes, w_level), self.weight)
+        np.add.at(moved, (nodes, a_level), self.output)
         np.add.at(moved, (self.dst, a_level[self.src]), self.edge_bytes)
-        moved[:, LEVELS.index("DRAM")] += self.host_bytes
-        return (moved / self.level_bw).max(axis=1)
+        dram = LEVELS.index("DRAM")
+        moved[:, dram] += self.host_bytes
+        bandwidth = np.broadcast_to(self.level_bw, moved.shape)
+        if self.llc_contention:
+            llc = LEVELS.index("LLC")
+            bandwidth = bandwidth.copy()
+            bandwidth[:, llc] *= 1.0 - self.llc_contention * self.llc_held(w_level, a_level)
+        times = moved / bandwidth
+        if self.dram_access_s:
+            transfers = (
+                ((w_level == dram) & (self.weight > 0)).astype(float)
+                + ((a_level == dram) & (self.output > 0))
+                + np.bincount(self.dst, a_level[self.src] == dram, minlength=self.n)
+                + (self.host_bytes > 0)
+            )
+            times[:, dram] += self.dram_access_s * transfers
+        return times
+
+    def llc_held(self, w_level: np.ndarray, a_level: np.ndarray) -> np.ndarray:
+        """The share ``[N]`` of the LLC held at each step: every weight placed there, and
+        every activation placed there from its producer's step to its last consumer's."""
+        llc = LEVELS.index("LLC")
+        held = np.zeros(self.n + 1)
+        live = a_level == llc
+        np.add.at(held, np.flatnonzero(live), self.output[live])
+        np.add.at(held, self.last_use[live] + 1, -self.output[live])
+        weights = self.weight[w_level == llc].sum()
+        return np.minimum((np.cumsum(held)[: self.n] + weights) / self.llc_capacity, 1.0)
 
     def evaluate(self, maps: np.ndarray) -> dict:
         """The ``evaluate`` answer for maps ``[B, N, 2]``."""

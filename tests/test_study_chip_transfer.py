@@ -65,6 +65,46 @@ def test_shared_bandwidth_overlaps_levels_and_shares_one():
     assert serial.shared_bandwidth is False  # the default stays the serial model
 
 
+def test_dram_access_time_is_paid_per_dram_transfer():
+    """With --dram-access-us L every DRAM transfer pays L: all in DRAM, c1 reads its
+    weight, its host input and writes its output (3), fc reads its weight and its input
+    and writes its output (3)."""
+    plain, slow = chip(), chip("--dram-access-us", "2")
+    all_dram = np.zeros((2, 2), dtype=np.int64)
+    assert slow.latency(all_dram) == pytest.approx(plain.latency(all_dram) + 6 * 2e-6, rel=1e-12)
+    on_chip = np.array([[1, 2], [1, 2]])  # only c1's host input comes from DRAM
+    assert slow.latency(on_chip) == pytest.approx(plain.latency(on_chip) + 2e-6, rel=1e-12)
+
+
+def test_llc_contention_slows_the_llc_as_it_fills():
+    """--llc-contention A: at c1's step the LLC holds both weights (48000 B) and c1's
+    output (4000 B); at fc's, the weights and fc's output (10 B)."""
+    plain, contended = chip("--llc-kib", "100"), chip("--llc-kib", "100", "--llc-contention", "0.5")
+    all_llc = np.ones((2, 2), dtype=np.int64)
+    held = np.array([48000 + 4000, 48000 + 4000 + 10]) / (100 * 1024)
+    llc = 680e9
+    c1 = (8000 + 4000) / llc / (1 - 0.5 * held[0]) + 1000 / 67.2e9
+    fc = (40000 + 10 + 4000) / llc / (1 - 0.5 * held[1])
+    assert contended.latency(all_llc) == pytest.approx(c1 + fc, rel=1e-12)
+    assert contended.latency(all_llc) > plain.latency(all_llc)
+    none_in_llc = np.full((2, 2), 2, dtype=np.int64)
+    assert contended.latency(none_in_llc) == plain.latency(none_in_llc)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--dram-access-us", "-1"], "--dram-access-us -1.0 is invalid: expected >= 0"),
+        (["--llc-contention", "1"], "--llc-contention 1.0 is invalid: expected a value in [0, 1)"),
+    ],
+)
+def test_bad_chip_effects_are_named(argv, line, capsys):
+    module = runpy.run_path(str(CHIP_SCRIPT))
+    with pytest.raises(SystemExit) as exit_:
+        module["parse_args"](argv)
+    assert exit_.value.code == 2 and line in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_shared_bandwidth_answers_the_protocol():
     request = {
