@@ -90,7 +90,13 @@ def intro(cfg: DictConfig, machine: str) -> str:
         f"problems marked as oracles have the measured quantity in the model's description, "
         f"so their model is exact and their rows are a check of the search, apart from the "
         f"claims. The chip: `{script_label(cfg.chip)}` (docs/external.md), no "
-        "optimum."
+        "optimum"
+        + "".join(
+            f"; {problem}'s: `{script_label(screening.chip_of(cfg, problem))}`"
+            for problem in (cfg.get("problem_chips") or {})
+            if problem in cfg.problems
+        )
+        + "."
     )
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from egrl.rundir import RunDir
 from egrl.runs import Run
@@ -68,11 +68,21 @@ def group(problem: str, agent: str, screen: str) -> str:
     return f"{problem}/{agent}/{screen}"
 
 
+def chip_of(cfg: DictConfig, problem: str) -> DictConfig:
+    """The chip an ``external`` problem runs on: the plan's, with the problem's own
+    ``args`` where ``problem_chips`` gives them (a variant of the same script)."""
+    args = (cfg.get("problem_chips") or {}).get(problem)
+    if args is None:
+        return cfg.chip
+    return OmegaConf.merge(cfg.chip, {"args": list(args)})
+
+
 def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
-    """The egrl-train overrides of a problem; an ``external`` one gets the plan's chip."""
+    """The egrl-train overrides of a problem; an ``external`` one gets its chip."""
     overrides = tuple(cfg.problem_overrides[problem])
     if "hwmodel=external" in overrides:
-        overrides += (f"hwmodel.params.command={hydra_quote(script_command(cfg.chip))}",)
+        command = script_command(chip_of(cfg, problem))
+        overrides += (f"hwmodel.params.command={hydra_quote(command)}",)
     return overrides
 
 

@@ -79,3 +79,14 @@ def test_smoke_preset_end_to_end(tmp_path):
                 assert files.read_config()["screen"]["search"] == 3
         mean, std = np.mean(finals), np.std(finals, ddof=1)
         assert f"| ea | {screen} | 2 | {mean:.4f} ± {std:.4f} |" in section
+
+
+def test_a_problem_may_run_a_variant_of_the_chip(tmp_path):
+    cfg = runner.load_plan(
+        "model-search",
+        [f"out={tmp_path}", "problems=[chip-dram-resnet50]", "agents=[ea]", "seeds=1"],
+    )
+    (stage,) = list(model_search.plan(cfg, tmp_path))
+    command = next(o for o in stage[0].overrides if o.startswith("hwmodel.params.command="))
+    assert "--dram-access-us 2 --sram-kib 2048 --tmacs 50" in command
+    assert "--shared-bandwidth" not in command
