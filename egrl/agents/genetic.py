@@ -145,7 +145,10 @@ class GeneticAlgorithm(SearchAgent):
             ind.measured = True
         self.population = offspring
         fit = self.fitness()
-        known = fit[np.isfinite(fit)]
+        measured = np.array([ind.measured for ind in self.population])
+        known = fit[np.isfinite(fit) & measured]  # the model's guesses are not rewards
+        if len(known) == 0:
+            return {"pop_best_reward": float("nan"), "pop_mean_reward": float("nan")}
         return {"pop_best_reward": float(known.max()), "pop_mean_reward": float(known.mean())}
 
     def _model_generations(self) -> list[Genome]:
