@@ -30,11 +30,12 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
+from egrl.rundir import RunDir
 from studies import screening
 from studies.render import markdown_table, reproduce
 from studies.runner import Page, RunSpec, script_label
 from studies.screening import REFERENCE, CellResult, ProblemResult
-from studies.stats import format_mean_std
+from studies.stats import format_mean_std, median_range
 
 SECTION = "model-search"
 
@@ -77,6 +78,36 @@ def early_markdown(results: Sequence[ProblemResult], early: int) -> str:
         "none's final",
         *(f"{s} at {early}" for s in screens),
     )
+    return markdown_table(head, rows)
+
+
+def screen_ms(cell: CellResult) -> np.ndarray:
+    """float ``[S]``: each run's screening time (fits, model search, picks; the
+    ``t_screening`` column) over its paid measurements, in ms."""
+    out = []
+    for run in cell.runs:
+        last = RunDir(run.path).read_metrics_rows()[-1]
+        seconds = float(last.get("t_screening") or "nan")
+        out.append(1000 * seconds / max(int(run.iterations[-1]), 1))
+    return np.array(out)
+
+
+def cost_markdown(results: Sequence[ProblemResult]) -> str:
+    """Per problem, agent and screen: the screen's own time per paid map (median [min-max]
+    over seeds) beside the run's whole wall time per paid map."""
+    rows = [
+        (
+            r.problem,
+            c.agent,
+            c.screen,
+            median_range(screen_ms(c), "{:.0f}"),
+            median_range(c.ms_per_sample, "{:.0f}"),
+        )
+        for r in results
+        for c in r.cells
+        if c.screen != REFERENCE
+    ]
+    head = ("problem", "agent", "screen", "screen ms per paid map", "run ms per paid map")
     return markdown_table(head, rows)
 
 
@@ -129,6 +160,14 @@ def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
             f"final at {group[0].budget}:",
             "",
             early_markdown(group, early),
+            "",
+        ]
+    if result:
+        lines += [
+            "What the screen costs: its own time per paid map (fitting, searching the model, "
+            "picking), beside the run's wall time per paid map (the chip's answers included):",
+            "",
+            cost_markdown(result),
             "",
         ]
     for r in result:
