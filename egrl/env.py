@@ -105,6 +105,8 @@ class Env:
                 f"{type(target).__name__}: the target's compiler disagrees with itself"
             )
         self.baseline_latency_s = float(base.latency_s[0])
+        #: the target's answer for the compiler's map, measured once when it was bound
+        self.baseline_measurement = base
 
     def _target_map(self, method: str) -> np.ndarray:
         """int64 ``[N, H]``: ``target.<method>()``, checked like any map."""

@@ -96,8 +96,18 @@ def make_record(env: Env, capacity: int) -> ReplayBuffer:
 
 
 def measure_cache(env: Env, capacity: int) -> MeasureCache:
-    """An empty cache of ``capacity`` maps for ``env`` (disabled on a non-deterministic target)."""
-    return MeasureCache(capacity, env.max_choices, enabled=env.deterministic)
+    """A cache of ``capacity`` maps for ``env`` (disabled on a non-deterministic target)
+    that knows the compiler's map: binding the target measured it, so a run that proposes
+    it is answered without paying again (a target that repairs from the policy's
+    probabilities keys maps with them, and the compiler's map has none)."""
+    cache = MeasureCache(capacity, env.max_choices, enabled=env.deterministic)
+    base = getattr(env, "baseline_measurement", None)
+    if base is not None and not env.wants_probabilities:
+        (key,) = cache.keys(env.baseline_mapping[None])
+        cache.remember(
+            key, base.rectified[0], base.valid[0], base.reassigned_ratio[0], base.latency_s[0]
+        )
+    return cache
 
 
 def record_state(state: dict) -> dict:
@@ -243,6 +253,16 @@ class Ledger:
         measured = answered.paid & ~answered.failed
         if self.screen is not None and measured.any():
             self.screen.observe(ticket.maps[measured], ev.reward[measured])
+        if self.screen is not None and not answered.paid.all():
+            # a free map the screen has not seen: the compiler's, measured at binding
+            free = np.flatnonzero(~answered.paid)
+            new = free[self.screen.unseen(ticket.maps[free])]
+            if len(new):
+                _, first = np.unique(
+                    ticket.maps[new].reshape(len(new), -1), axis=0, return_index=True
+                )
+                new = new[np.sort(first)]
+                self.screen.observe(ticket.maps[new], ev.reward[new])
         self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
         generation, wall_s = self.stamp()
         self.evaluation_log.add(

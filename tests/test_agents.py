@@ -79,7 +79,9 @@ def test_run_respects_budget_and_writes_run_directory(name, tmp_path):
     env = small_env()
     agent = make_agent(env, config(name), tmp_path)
     best = agent.run()
-    expected = 1 if name == "optimum" else 101
+    expected = 101
+    if name == "optimum":  # its one map is free when it is the compiler's, measured at binding
+        expected = 0 if np.array_equal(best.mapping, env.baseline_mapping) else 1
     assert agent.iterations == expected == env.num_evaluations
     # Maps answered from the cache are proposals, not paid, and still replay transitions.
     assert len(agent.record) == agent.proposals >= expected
@@ -146,12 +148,15 @@ def test_greedy_dp_beats_random_search():
 def test_greedy_dp_keeps_current_choice_on_ties_and_walks_units_in_order():
     env = small_env()
     # The first unit pays its 9 maps; every later one 8: its current choice is the map
-    # kept at the unit before, answered from the cache.
+    # kept at the unit before, answered from the cache (so is the compiler's map, measured
+    # when the target was bound: a walk that meets it goes further on the same budget).
     agent = make_agent(env, config("greedy-dp", budget=9 + 8 * env.num_units))
     agent.run()
     rows = agent.rows
-    assert [r["unit"] for r in rows] == list(range(env.num_units)) + [0]
-    assert agent.proposals == 9 * len(rows)
+    units = [r["unit"] for r in rows]
+    assert units[: env.num_units + 1] == list(range(env.num_units)) + [0]
+    assert units[env.num_units + 1 :] == list(range(1, len(units) - env.num_units))
+    assert 9 * (len(rows) - 1) < agent.proposals <= 9 * len(rows)  # the budget ends a walk
     assert rows[-1]["pass"] == 1
     # The first pass moved some units off DRAM; the map it ends with is the best seen.
     assert any(r["changed"] for r in rows) and agent.current.any()

@@ -176,7 +176,7 @@ def test_env_speedup_is_throughput_over_the_heuristic():
     from egrl import make_env
 
     w = residual(8, act_bytes=64, weight_bytes=1000, macs=10_000)
-    env = make_env(MCM(num_chips=4), w)
+    env = make_env(MCM(num_chips=4), w, reward="egrl")  # mcm's own default is repaired
     ev = env.evaluate(env.baseline_mapping[None])
     assert ev.valid.tolist() == [True] and ev.speedup[0] == pytest.approx(1.0)
     rng = np.random.default_rng(0)

@@ -149,15 +149,19 @@ def env_from_config(cfg: dict) -> Env:
     )
 
 
-def paid_iterations(maps: np.ndarray, first: int, deterministic: bool) -> np.ndarray:
+def paid_iterations(
+    maps: np.ndarray, first: int, deterministic: bool, free: np.ndarray | None = None
+) -> np.ndarray:
     """int64 ``[M]``: the paid measurements made when each buffered map was answered.
 
     On a deterministic target whose buffer holds the whole run (``first == 0``) a map was
     paid at its first occurrence only (the agent's cache answered its repeats), so the
-    count is the number of distinct maps so far. Otherwise (a non-deterministic target,
-    or a buffer that dropped its oldest maps) every map counts as paid from ``first`` on.
-    A run whose cache forgot maps (``cache_size`` below its distinct maps) paid some
-    repeats again; they are counted once here.
+    count is the number of distinct maps so far; ``free`` (``[N, H]``, the compiler's map
+    where the run got it for free: it was measured when the target was bound) is never
+    paid. Otherwise (a non-deterministic target, or a buffer that dropped its oldest maps)
+    every map counts as paid from ``first`` on. A run whose cache forgot maps
+    (``cache_size`` below its distinct maps) paid some repeats again; they are counted
+    once here.
     """
     if not deterministic or first:
         return first + np.arange(len(maps), dtype=np.int64) + 1
@@ -165,7 +169,21 @@ def paid_iterations(maps: np.ndarray, first: int, deterministic: bool) -> np.nda
     _, index = np.unique(flat, axis=0, return_index=True)
     new = np.zeros(len(maps), dtype=np.int64)
     new[index] = 1
+    if free is not None:
+        new[(flat == np.asarray(free).reshape(1, -1)).all(axis=1)] = 0
     return np.cumsum(new)
+
+
+def free_map(env: Env, maps: np.ndarray, paid: int) -> np.ndarray | None:
+    """The compiler's map if the run got it for free: a run made since binding a target
+    counts as measuring it proposes it without paying, and then its distinct maps are one
+    more than its paid measurements ``paid`` (a run made before paid for it once)."""
+    flat = maps.reshape(len(maps), -1)
+    native = env.baseline_mapping.reshape(1, -1)
+    if not (flat == native).all(axis=1).any():
+        return None
+    distinct = len(np.unique(flat, axis=0))
+    return env.baseline_mapping if distinct == paid + 1 else None
 
 
 def buffer_in_order(state: dict) -> tuple[dict[str, np.ndarray], list[str], int]:
@@ -285,7 +303,9 @@ def load_artifacts(run_dir: str | Path) -> RunArtifacts:
         env=env,
         checkpoint=ckpt,
         maps=maps,
-        iteration=paid_iterations(maps, first, env.deterministic),
+        iteration=paid_iterations(
+            maps, first, env.deterministic, free_map(env, maps, int(state["iterations"]))
+        ),
         source=arrays["source"],
         source_names=source_names,
         stored_reward=arrays["rewards"],

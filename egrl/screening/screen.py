@@ -230,6 +230,11 @@ class Screen:
         mean, std = spread(self.domain, np.asarray(candidates, dtype=np.int64))
         return mean + kappa * std
 
+    def unseen(self, maps: np.ndarray) -> np.ndarray:
+        """bool ``[B]``: no measurement of the map is among the observed ones."""
+        rows = np.asarray(maps).astype(np.int16)
+        return np.array([m.tobytes() not in self._paid for m in rows], dtype=bool)
+
     def value(self, candidates: np.ndarray) -> np.ndarray:
         """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the
         measured reward of a map paid for, the :meth:`acquisition` of any other."""
