@@ -99,6 +99,8 @@ class Env:
         self.initial_mapping = self._target_map("initial_mapping")
         self.fallback_mapping = self._target_map("fallback_mapping")
         base = target.measure(self.baseline_mapping[None])
+        if getattr(target, "deterministic", True) == "auto":
+            target.deterministic = self._reads_the_same(base)
         if not bool(base.valid[0]):
             raise RuntimeError(
                 f"the native compiler's map for {workload.name!r} is not valid on "
@@ -107,6 +109,24 @@ class Env:
         self.baseline_latency_s = float(base.latency_s[0])
         #: the target's answer for the compiler's map, measured once when it was bound
         self.baseline_measurement = base
+
+    def _reads_the_same(self, first: Measurement) -> bool:
+        """``deterministic: auto``: read the compiler's map a second time; the target is
+        deterministic when both readings are identical (logged either way)."""
+        second = self.target.measure(self.baseline_mapping[None])
+        a, b = float(first.latency_s[0]), float(second.latency_s[0])
+        same = a == b and bool(first.valid[0]) == bool(second.valid[0])
+        if same:
+            log.info("deterministic: auto: two readings of the compiler's map agree (%.6g s)", a)
+        else:
+            log.info(
+                "deterministic: auto: two readings of the compiler's map differ (%.6g s and "
+                "%.6g s, %.2f%% apart): every proposed map is measured",
+                a,
+                b,
+                100 * abs(a - b) / max(min(a, b), 1e-30),
+            )
+        return same
 
     def _target_map(self, method: str) -> np.ndarray:
         """int64 ``[N, H]``: ``target.<method>()``, checked like any map."""

@@ -636,7 +636,10 @@ class ExternalModel(HardwareModel):
             of a file written at bind time (for commands that cannot read local files).
         deterministic: the chip answers the same map the same way every time, so a map
             is measured once and answered from memory afterwards (``Target.deterministic``);
-            false for a noisy chip, whose maps are measured every time they are proposed.
+            false for a noisy chip, whose maps are measured every time they are proposed;
+            ``"auto"`` (the default): the compiler's map is read twice when the chip is
+            bound, and the chip is deterministic if the two readings are identical
+            (:class:`egrl.env.Env` decides).
         repeats: measurements of each map, averaged (for a noisy chip; the budget still
             counts one paid map per map).
     """
@@ -655,7 +658,7 @@ class ExternalModel(HardwareModel):
         inline_workload: bool = False,
         initial: Mapping[str, str] | None = None,
         fallback: Mapping[str, str] | None = None,
-        deterministic: bool = True,
+        deterministic: bool | str = "auto",
         repeats: int = 1,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
@@ -667,8 +670,8 @@ class ExternalModel(HardwareModel):
             raise ValueError(f"retries must be >= 0, got {retries}")
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
-        if not isinstance(deterministic, bool):
-            raise ValueError(f"deterministic must be true or false, got {deterministic!r}")
+        if not isinstance(deterministic, bool) and deterministic != "auto":
+            raise ValueError(f"deterministic must be true, false or auto, got {deterministic!r}")
         if isinstance(repeats, bool) or int(repeats) != repeats or int(repeats) < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
         self.command = argv

@@ -570,7 +570,8 @@ sys.exit(external_chip.main([]))
 @pytest.mark.slow
 def test_a_command_binds_a_chip_once(tmp_path):
     """The checks before a run and the run share one binding: a chip is asked for its
-    compiler's map once and runs it once, besides the budget's maps."""
+    compiler's map once and runs it twice (``deterministic: auto`` reads it twice to tell
+    a steady chip from a noisy one), besides the budget's maps."""
     log = tmp_path / "requests.txt"
     chip = tmp_path / "counting_chip.py"
     examples = str(Path(__file__).resolve().parents[1] / "examples")
@@ -587,4 +588,4 @@ def test_a_command_binds_a_chip_once(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     requests = [line.split() for line in log.read_text().splitlines()]
     assert [r for r in requests if r[0] == "baseline"] == [["baseline", "0"]]
-    assert sum(int(n) for kind, n in requests if kind == "evaluate") == 12 + 1
+    assert sum(int(n) for kind, n in requests if kind == "evaluate") == 12 + 2

@@ -250,7 +250,40 @@ def test_repeats_average_the_latency_and_a_noisy_chip_is_not_deterministic(maps)
     assert m.latency_s[0] == 2.0 and m.latency_s[2] == 3.0
     assert m.valid.tolist() == [True, False, True]  # valid only if every repeat was
     np.testing.assert_array_equal(m.rectified[[0, 2]], maps[[0, 2]])
-    assert target.deterministic is False and chip_target().deterministic is True
+    assert target.deterministic is False and chip_target(deterministic=True).deterministic is True
+
+
+#: the example chip with lognormal noise on every latency (a new draw each reading)
+NOISY = """
+import json, runpy, sys
+import numpy as np
+request = json.load(sys.stdin)
+chip = runpy.run_path(sys.argv[1])
+answer = chip["answer"](request, chip["parse_args"](sys.argv[2:]))
+if "latency_s" in answer:
+    noise = np.random.default_rng().lognormal(0.0, 0.05, len(answer["latency_s"]))
+    answer["latency_s"] = [None if t is None else t * n for t, n in zip(answer["latency_s"], noise)]
+print(json.dumps(answer))
+"""
+
+
+@pytest.mark.slow
+def test_auto_reads_the_compilers_map_twice_to_tell_a_noisy_chip(tmp_path, caplog):
+    """deterministic: auto (the default): identical readings keep the measure cache, two
+    different ones turn it off and say how far apart they were."""
+    steady = egrl.make_env("external", tiny_workload(), command=[PY, CHIP, *CHIP_ARGS])
+    assert steady.target.deterministic is True and steady.deterministic
+    noisy_chip = script(tmp_path, "noisy.py", NOISY)
+    with caplog.at_level(logging.INFO, logger="egrl.env"):
+        noisy = egrl.make_env(
+            "external", tiny_workload(), command=[PY, noisy_chip, CHIP, *CHIP_ARGS]
+        )
+    assert noisy.target.deterministic is False and not noisy.deterministic
+    assert "two readings of the compiler's map differ" in caplog.text
+    declared = egrl.make_env(
+        "external", tiny_workload(), command=[PY, noisy_chip, CHIP], deterministic=True
+    )
+    assert declared.deterministic  # taken at its word: read once
 
 
 @pytest.mark.slow
@@ -427,7 +460,7 @@ def test_failed_chunk_keeps_the_chunks_before_it(tmp_path, maps):
         ({"command": "x", "heads": {"weight": "DRAM"}}, "head 'weight' must list"),
         ({"command": "x", "heads": {"weight": ["DRAM", "DRAM"]}}, "repeats a choice"),
         ({"command": "x", "repeats": 0}, "repeats must be an integer >= 1"),
-        ({"command": "x", "deterministic": "no"}, "deterministic must be true or false"),
+        ({"command": "x", "deterministic": "no"}, "deterministic must be true, false or auto"),
     ],
 )
 def test_bad_parameters(params, problem):
