@@ -214,3 +214,17 @@ def test_resume_of_a_run_saved_before_the_learner_options_keeps_its_learner(tmp_
     new = {"seed": 0, "learner": {"entropy_reduction": "sum", "reward_norm": "buffer"}}
     OmegaConf.save(OmegaConf.create(new), tmp_path / "config.yaml")
     assert saved_config(tmp_path).learner.reward_norm == "buffer"
+
+
+def test_a_run_saved_with_a_declared_determinism_continues_under_auto():
+    """A run made when external chips were declared deterministic (or said so outright)
+    continues as it was made when the composed config has the default ``auto``."""
+    from egrl.cli.resume import with_saved_determinism
+
+    saved = OmegaConf.create({"hwmodel": {"name": "external", "params": {"deterministic": True}}})
+    composed = OmegaConf.create(
+        {"hwmodel": {"name": "external", "params": {"deterministic": "auto"}}}
+    )
+    assert with_saved_determinism(composed, saved).hwmodel.params.deterministic is True
+    typed = OmegaConf.create({"hwmodel": {"name": "external", "params": {"deterministic": False}}})
+    assert with_saved_determinism(typed, saved).hwmodel.params.deterministic is False

@@ -118,6 +118,17 @@ def with_resolved_reward(cfg: DictConfig) -> DictConfig:
     return OmegaConf.merge(cfg, {"reward": reward_of(cfg)})
 
 
+def with_saved_determinism(cfg: DictConfig, saved: DictConfig) -> DictConfig:
+    """``cfg`` with the saved run's ``hwmodel.params.deterministic`` where ``cfg`` has the
+    default ``auto`` and the run said true or false (runs made before ``auto`` existed, or
+    that said it outright): the run continues as it was made."""
+    key = "hwmodel.params.deterministic"
+    old, new = OmegaConf.select(saved, key), OmegaConf.select(cfg, key)
+    if new == "auto" and isinstance(old, bool):
+        cfg = OmegaConf.merge(cfg, {"hwmodel": {"params": {"deterministic": old}}})
+    return cfg
+
+
 def own_sections_only(saved: DictConfig) -> DictConfig:
     """``saved`` without the top-level sections its agent does not own (EGRL's policy,
     population and learner for another agent): what a run's ``config.yaml`` holds. A run

@@ -48,6 +48,7 @@ from egrl.cli.resume import (
     resume_changes,
     saved_config,
     with_resolved_reward,
+    with_saved_determinism,
     with_screen_of_its_time,
 )
 from egrl.heap import keep_freed_memory
@@ -104,9 +105,8 @@ def continues_existing_run(cfg: DictConfig, run_dir: Path) -> bool:
     if not cfg.get("continue_runs") or not files.config.exists():
         return False
     saved = own_sections_only(with_screen_of_its_time(files.config_node()))
-    diff = config_differences(
-        with_resolved_reward(saved), with_resolved_reward(own_sections_only(cfg))
-    )
+    mine = with_saved_determinism(own_sections_only(cfg), saved)
+    diff = config_differences(with_resolved_reward(saved), with_resolved_reward(mine))
     if diff:
         raise ResumeError(
             f"continue_runs: {run_dir} holds a run with another config "
