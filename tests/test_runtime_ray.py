@@ -153,7 +153,8 @@ def test_hanging_command_times_out_and_the_run_goes_on(ray_session):
     )
     cfg = random_cfg(budget=6, batch=3)
     agent = run_agent(env, cfg, RuntimeConfig(name="ray", workers=2, retries=1), "external", params)
-    assert agent.iterations == 6 and agent.failed_maps == 6 and len(agent.cache) == 0
+    # the cache knows the compiler's map (measured at binding), and no failed map
+    assert agent.iterations == 6 and agent.failed_maps == 6 and len(agent.cache) == 1
     assert agent.best.mapping is None and np.all(agent.record.rewards[:6] == -1.0)
 
 
