@@ -31,6 +31,12 @@ Cost model (three memory levels, NNP-I-like defaults from the Spring Hill figure
   evictions grow as it fills), so filling the LLC slows every transfer through it. The
   compiler only checks that what it places fits.
 
+* ``--noise-cv CV``: every reading of a valid map's latency is multiplied by lognormal
+  noise of coefficient of variation ``CV`` (mean 1), as on a board whose runs vary. With
+  ``--noise-state FILE`` the draws are reproducible: reading ``r`` of a run (counted in
+  ``FILE``, which a run should start without) draws from ``--noise-seed`` and ``r``, so
+  two readings of the same map still differ; without it they come from the OS.
+
 The three effects combine; a node's time per memory level is the bytes moved there over
 the level's (contended) bandwidth plus the DRAM access times, and the node's memory time
 is the sum over levels, or the busiest level with ``--shared-bandwidth``.
@@ -40,6 +46,7 @@ Usage::
     python examples/external_chip.py --sram-kib 4096 --llc-kib 24576 < request.json
     python examples/external_chip.py --shared-bandwidth --sram-kib 2048 < request.json
     python examples/external_chip.py --dram-access-us 2 --llc-contention 0.5 < request.json
+    python examples/external_chip.py --noise-cv 0.05 --noise-state run/noise.txt < request.json
 """
 
 from __future__ import annotations
@@ -80,9 +87,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="share of the LLC bandwidth lost when the LLC is full, in [0, 1)",
     )
     p.add_argument(
+        "--noise-cv",
+        type=float,
+        default=0.0,
+        help="coefficient of variation of lognormal noise on every latency reading (>= 0)",
+    )
+    p.add_argument("--noise-seed", type=int, default=0, help="seed of the noise draws")
+    p.add_argument(
+        "--noise-state",
+        default=None,
+        help="file counting the readings so far (reproducible noise; absent: a new run)",
+    )
+    p.add_argument(
         "--no-baseline", action="store_true", help="answer the baseline request with an error"
     )
     args = p.parse_args(argv)
+    if args.noise_cv < 0:
+        p.error(f"--noise-cv {args.noise_cv} is invalid: expected >= 0")
     if args.dram_access_us < 0:
         p.error(f"--dram-access-us {args.dram_access_us} is invalid: expected >= 0")
     if not 0 <= args.llc_contention < 1:
@@ -248,12 +269,42 @@ def load_workload(descriptor: dict) -> dict:
         return json.load(f)
 
 
+def noise(count: int, args: argparse.Namespace) -> np.ndarray:
+    """Lognormal factors ``[count]`` of mean 1 and coefficient of variation
+    ``--noise-cv``: drawn from ``--noise-seed`` and the readings counted in
+    ``--noise-state`` (which they advance), or from the OS without it."""
+    sigma = math.sqrt(math.log1p(args.noise_cv**2))
+    if args.noise_state is None:
+        rng = np.random.default_rng()
+        return rng.lognormal(-(sigma**2) / 2, sigma, count)
+    import fcntl
+
+    with open(args.noise_state, "a+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        first = int(f.read().strip() or 0)
+        f.seek(0)
+        f.truncate()
+        f.write(str(first + count))
+    draws = [
+        np.random.default_rng([args.noise_seed, first + i]).lognormal(-(sigma**2) / 2, sigma)
+        for i in range(count)
+    ]
+    return np.array(draws)
+
+
 def answer(request: dict, args: argparse.Namespace) -> dict:
     if request.get("protocol") != "egrl-external/1":
         raise ValueError(f"unsupported protocol {request.get('protocol')!r}")
     chip = Chip(load_workload(request["workload"]), request["heads"], args)
     if request["request"] == "evaluate":
-        return chip.evaluate(np.asarray(request["maps"], dtype=np.int64))
+        reply = chip.evaluate(np.asarray(request["maps"], dtype=np.int64))
+        if args.noise_cv:
+            factors = noise(len(reply["latency_s"]), args)
+            reply["latency_s"] = [
+                None if t is None else t * float(f) for t, f in zip(reply["latency_s"], factors)
+            ]
+        return reply
     if request["request"] == "baseline" and not args.no_baseline:
         return chip.baseline()
     raise ValueError(f"unsupported request {request['request']!r}")

@@ -284,6 +284,8 @@ def test_auto_reads_the_compilers_map_twice_to_tell_a_noisy_chip(tmp_path, caplo
         "external", tiny_workload(), command=[PY, noisy_chip, CHIP], deterministic=True
     )
     assert declared.deterministic  # taken at its word: read once
+    example = [PY, CHIP, *CHIP_ARGS, "--noise-cv", "0.05"]  # the example chip's own noise
+    assert not egrl.make_env("external", tiny_workload(), command=example).deterministic
 
 
 @pytest.mark.slow

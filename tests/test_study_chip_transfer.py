@@ -96,6 +96,7 @@ def test_llc_contention_slows_the_llc_as_it_fills():
     [
         (["--dram-access-us", "-1"], "--dram-access-us -1.0 is invalid: expected >= 0"),
         (["--llc-contention", "1"], "--llc-contention 1.0 is invalid: expected a value in [0, 1)"),
+        (["--noise-cv", "-0.1"], "--noise-cv -0.1 is invalid: expected >= 0"),
     ],
 )
 def test_bad_chip_effects_are_named(argv, line, capsys):
@@ -103,6 +104,29 @@ def test_bad_chip_effects_are_named(argv, line, capsys):
     with pytest.raises(SystemExit) as exit_:
         module["parse_args"](argv)
     assert exit_.value.code == 2 and line in capsys.readouterr().err
+
+
+def test_noise_is_reproducible_from_its_seed_and_state_yet_every_reading_differs(tmp_path):
+    module = runpy.run_path(str(CHIP_SCRIPT))
+    request = {
+        "protocol": "egrl-external/1",
+        "request": "evaluate",
+        "workload": {"data": WORKLOAD},
+        "heads": HEADS,
+        "maps": [[[1, 2], [1, 2]]] * 3,  # the same map read three times
+    }
+    plain = module["answer"](request, module["parse_args"]([]))["latency_s"][0]
+    readings = []
+    for run in ("a", "b"):
+        args = module["parse_args"](["--noise-cv", "0.05", "--noise-state", str(tmp_path / run)])
+        readings.append(module["answer"](request, args)["latency_s"])
+    assert readings[0] == readings[1]  # a new state file: the same draws again
+    assert len(set(readings[0])) == 3  # every reading of the map differs
+    args = module["parse_args"](["--noise-cv", "0.05", "--noise-state", str(tmp_path / "a")])
+    assert module["answer"](request, args)["latency_s"] != readings[0]  # the run goes on
+    factors = module["noise"](4000, module["parse_args"](["--noise-cv", "0.05"])) * plain
+    assert np.mean(factors) / plain == pytest.approx(1.0, abs=0.005)
+    assert np.std(factors) / np.mean(factors) == pytest.approx(0.05, rel=0.1)
 
 
 @pytest.mark.slow
