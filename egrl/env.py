@@ -252,6 +252,12 @@ class Env:
         return arr
 
     @property
+    def readings_per_map(self) -> int:
+        """Board runs one answer of a map costs (``Target.readings_per_map``, 1 unless the
+        target reads each map several times, as an external chip with ``repeats``)."""
+        return int(getattr(self.target, "readings_per_map", 1))
+
+    @property
     def deterministic(self) -> bool:
         """The target answers the same map the same way every time (``Target.deterministic``)."""
         return bool(getattr(self.target, "deterministic", True))

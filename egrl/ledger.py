@@ -6,7 +6,9 @@ batch of maps ``[B, N, H]`` through the measure cache and the budget
 answers back and records each one:
 
 - paid measurements (``iterations``, never past the budget), proposals (every map
-  answered, paid or not) and failed maps are counted;
+  answered, paid or not) and failed maps are counted; a paid measurement is a board run,
+  so a map a target reads ``R`` times (``Env.readings_per_map``: an external chip with
+  ``repeats: R``) costs ``R`` of the budget;
 - the :attr:`Ledger.record` keeps every answered map with its reward and source: the
   run's archive of maps, read back from checkpoints by reports and by ``screen.init_from``
   (:func:`record_state`);
@@ -157,6 +159,8 @@ class Ledger:
         self.pool = 1 if screen is None else int(pool)
         self.best = Best()
         self.iterations = 0
+        #: board runs one paid map costs (the budget and ``iterations`` count board runs)
+        self.readings = env.readings_per_map
         self.proposals = 0
         self.failed_maps = 0
         #: evaluations answered since the agent emptied it (one generation's)
@@ -168,13 +172,14 @@ class Ledger:
     # ----------------------------------------------------------------- budget
     @property
     def remaining(self) -> int:
-        """Paid measurements the budget still allows, maps in flight counted as paid."""
-        return self.budget - self.iterations - self.dispatcher.in_flight
+        """Maps the budget still pays for (its board runs left over :attr:`readings` per
+        map), maps in flight counted as paid."""
+        return (self.budget - self.iterations) // self.readings - self.dispatcher.in_flight
 
     @property
     def done(self) -> bool:
-        """The budget is spent (every paid map answered)."""
-        return self.budget - self.iterations <= 0
+        """The budget cannot pay for another map (every paid map answered)."""
+        return self.budget - self.iterations < self.readings
 
     def use_runtime(self, runtime: Runtime) -> None:
         """Measure through ``runtime`` from now on (nothing may be in flight)."""
@@ -263,7 +268,8 @@ class Ledger:
                 )
                 new = new[np.sort(first)]
                 self.screen.observe(ticket.maps[new], ev.reward[new])
-        self.best.update(ticket.maps, ev, self.iterations + np.cumsum(answered.paid))
+        paid_runs = self.readings * np.cumsum(answered.paid)
+        self.best.update(ticket.maps, ev, self.iterations + paid_runs)
         generation, wall_s = self.stamp()
         self.evaluation_log.add(
             ticket.source,
@@ -273,7 +279,7 @@ class Ledger:
             generation,
             wall_s,
         )
-        self.iterations += int(answered.paid.sum())
+        self.iterations += self.readings * int(answered.paid.sum())
         self.proposals += len(ev)
         self.failed_maps += int(answered.failed.sum())
         self.batch.append(ev)

@@ -269,6 +269,8 @@ class ExternalTarget(Target):
         self.workload = workload
         self.heads = {h: list(c) for h, c in model.heads.items()}
         self.deterministic = model.deterministic
+        #: board runs one answer of a map costs (``repeats``): what the budget counts
+        self.readings_per_map = model.repeats
         self.num_units = workload.num_nodes
         self.unit_names = list(workload.node_names)
         self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
@@ -640,8 +642,8 @@ class ExternalModel(HardwareModel):
             ``"auto"`` (the default): the compiler's map is read twice when the chip is
             bound, and the chip is deterministic if the two readings are identical
             (:class:`egrl.env.Env` decides).
-        repeats: measurements of each map, averaged (for a noisy chip; the budget still
-            counts one paid map per map).
+        repeats: measurements of each map, averaged (for a noisy chip); each is a board
+            run, and the budget counts board runs (``readings_per_map``).
     """
 
     name = "external"

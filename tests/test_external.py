@@ -499,3 +499,30 @@ def test_custom_heads_reach_the_command(tmp_path):
     assert request["heads"] == heads and request["maps"] == [[[0], [1], [2], [1]]]
     assert request["workload"]["node_names"] == ["c1", "c2", "add", "fc"]
     assert os.path.exists(request["workload"]["path"])
+
+
+@pytest.mark.slow
+def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path):
+    """repeats: 3 reads each map three times: a budget of 10 board runs pays for 3 maps,
+    the chip runs 9 of them (besides the compiler's map at binding), and iterations
+    count board runs."""
+    from egrl.agents import make_agent, train_config
+
+    log = tmp_path / "requests.jsonl"
+    env = egrl.make_env(
+        "external",
+        tiny_workload(),
+        command=[PY, script(tmp_path, "wrapper.py", WRAPPER), *CHIP_ARGS],
+        env={"CHIP": CHIP, "LOG": str(log)},
+        deterministic=False,
+        repeats=3,
+    )
+    assert env.readings_per_map == 3
+    log.unlink()  # the binding's requests
+    cfg = train_config({"budget": 10, "progress": False, "agent": {"name": "random", "batch": 2}})
+    agent = make_agent(env, cfg)
+    agent.run()
+    assert agent.iterations == 9 and agent.proposals == 3
+    read = sum(json.loads(line)[2] for line in log.read_text().splitlines())
+    assert read == 9
+    assert [r["iterations"] for r in agent.rows] == [6, 9]
