@@ -127,3 +127,29 @@ def test_a_real_run_is_read_back(trained):
     assert run.iterations.tolist() == [r["iterations"] for r in trainer.rows]
     assert run.complete and run.final_speedup == pytest.approx(trainer.best.speedup)
     files.config.unlink()
+
+
+def test_a_run_reading_each_map_several_times_is_complete_short_of_one_map():
+    """With repeats: 3 a budget of 10 board runs ends at 9: the run is complete."""
+    import numpy as np
+
+    from egrl.runs import Run
+
+    def run(iterations: int, repeats: int | None) -> Run:
+        config = {} if repeats is None else {"hwmodel.params.repeats": repeats}
+        return Run(
+            Path("r"),
+            "random",
+            "w",
+            "external",
+            0,
+            10,
+            config,
+            {},
+            np.array([iterations]),
+            np.array([1.0]),
+            np.array([1.0]),
+        )
+
+    assert run(9, 3).complete and not run(6, 3).complete
+    assert run(10, None).complete and not run(9, None).complete
