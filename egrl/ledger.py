@@ -260,14 +260,8 @@ class Ledger:
             self.screen.observe(ticket.maps[measured], ev.reward[measured])
         if self.screen is not None and not answered.paid.all():
             # a free map the screen has not seen: the compiler's, measured at binding
-            free = np.flatnonzero(~answered.paid)
-            new = free[self.screen.unseen(ticket.maps[free])]
-            if len(new):
-                _, first = np.unique(
-                    ticket.maps[new].reshape(len(new), -1), axis=0, return_index=True
-                )
-                new = new[np.sort(first)]
-                self.screen.observe(ticket.maps[new], ev.reward[new])
+            free = ~answered.paid
+            self.screen.observe_unseen(ticket.maps[free], ev.reward[free])
         paid_runs = self.readings * np.cumsum(answered.paid)
         self.best.update(ticket.maps, ev, self.iterations + paid_runs)
         generation, wall_s = self.stamp()

@@ -151,7 +151,7 @@ class SimulatedAnnealing(SearchAgent):
         )
         if self.screen is not None:
             pools = proposals.reshape(len(self.current), self.pool, *proposals.shape[1:])
-            if self.cfg.screen.search and self.screen.active:
+            if self.searching:
                 pools = self.timer.measure(SCREEN_PHASE, self._model_walk, pools[:, 0], temp)
             proposals = pools[np.arange(len(pools)), self.choose(pools)]
         ev = self.evaluate(proposals, "sa")

@@ -174,6 +174,11 @@ class SearchAgent:
         return cls.model_search
 
     @property
+    def searching(self) -> bool:
+        """This generation searches the screen's model (``screen.search``, a model fitted)."""
+        return bool(self.cfg.screen.search) and self.screen is not None and self.screen.active
+
+    @property
     def name(self) -> str:
         return self.cfg.agent.name
 

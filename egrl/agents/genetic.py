@@ -131,7 +131,7 @@ class GeneticAlgorithm(SearchAgent):
                 maps[0] = start_mappings(self.env, self.start, 1, self.rng)[0]
             offspring = [Genome(m.reshape(-1)) for m in maps]
             todo = offspring
-        elif self.screen is not None and self.screen.active and self.cfg.screen.search:
+        elif self.searching:
             todo = self.timer.measure(SCREEN_PHASE, self._model_generations)
             offspring = self.population
         else:

@@ -52,7 +52,7 @@ class RandomSearch(SearchAgent):
         else:
             # model search (``screen.search=G``, a model fitted): G maps drawn per map paid
             draws = self.pool
-            if self.cfg.screen.search and self.screen.active:
+            if self.searching:
                 draws = max(draws, int(self.cfg.screen.search))
             candidates = self.env.random_mappings(count * draws, self.rng)
             maps = candidates[self.select(candidates, count)]

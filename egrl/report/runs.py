@@ -150,15 +150,20 @@ def env_from_config(cfg: dict) -> Env:
 
 
 def paid_iterations(
-    maps: np.ndarray, first: int, deterministic: bool, free: np.ndarray | None = None
+    maps: np.ndarray,
+    first: int,
+    deterministic: bool,
+    native: np.ndarray | None = None,
+    paid: int | None = None,
 ) -> np.ndarray:
     """int64 ``[M]``: the paid measurements made when each buffered map was answered.
 
     On a deterministic target whose buffer holds the whole run (``first == 0``) a map was
     paid at its first occurrence only (the agent's cache answered its repeats), so the
-    count is the number of distinct maps so far; ``free`` (``[N, H]``, the compiler's map
-    where the run got it for free: it was measured when the target was bound) is never
-    paid. Otherwise (a non-deterministic target, or a buffer that dropped its oldest maps)
+    count is the number of distinct maps so far. The compiler's map ``native`` (``[N, H]``)
+    is not counted where the run got it for free (it was measured when the target was
+    bound): its distinct maps are then one more than its ``paid`` measurements, where a
+    run made before paid for it once. Otherwise (a non-deterministic target, or a buffer that dropped its oldest maps)
     every map counts as paid from ``first`` on. A run whose cache forgot maps
     (``cache_size`` below its distinct maps) paid some repeats again; they are counted
     once here.
@@ -169,21 +174,9 @@ def paid_iterations(
     _, index = np.unique(flat, axis=0, return_index=True)
     new = np.zeros(len(maps), dtype=np.int64)
     new[index] = 1
-    if free is not None:
-        new[(flat == np.asarray(free).reshape(1, -1)).all(axis=1)] = 0
+    if native is not None and paid is not None and len(index) == paid + 1:
+        new[(flat == np.asarray(native).reshape(1, -1)).all(axis=1)] = 0
     return np.cumsum(new)
-
-
-def free_map(env: Env, maps: np.ndarray, paid: int) -> np.ndarray | None:
-    """The compiler's map if the run got it for free: a run made since binding a target
-    counts as measuring it proposes it without paying, and then its distinct maps are one
-    more than its paid measurements ``paid`` (a run made before paid for it once)."""
-    flat = maps.reshape(len(maps), -1)
-    native = env.baseline_mapping.reshape(1, -1)
-    if not (flat == native).all(axis=1).any():
-        return None
-    distinct = len(np.unique(flat, axis=0))
-    return env.baseline_mapping if distinct == paid + 1 else None
 
 
 def buffer_in_order(state: dict) -> tuple[dict[str, np.ndarray], list[str], int]:
@@ -304,7 +297,7 @@ def load_artifacts(run_dir: str | Path) -> RunArtifacts:
         checkpoint=ckpt,
         maps=maps,
         iteration=paid_iterations(
-            maps, first, env.deterministic, free_map(env, maps, int(state["iterations"]))
+            maps, first, env.deterministic, env.baseline_mapping, int(state["iterations"])
         ),
         source=arrays["source"],
         source_names=source_names,

@@ -230,10 +230,18 @@ class Screen:
         mean, std = spread(self.domain, np.asarray(candidates, dtype=np.int64))
         return mean + kappa * std
 
-    def unseen(self, maps: np.ndarray) -> np.ndarray:
-        """bool ``[B]``: no measurement of the map is among the observed ones."""
+    def observe_unseen(self, maps: np.ndarray, rewards: np.ndarray) -> None:
+        """:meth:`observe` the maps int ``[B, N, H]`` (rewards float ``[B]``) of which no
+        measurement is among the observed ones, each once: answers that were free, of
+        which only the compiler's map (measured when the target was bound) is new."""
         rows = np.asarray(maps).astype(np.int16)
-        return np.array([m.tobytes() not in self._paid for m in rows], dtype=bool)
+        new, seen = [], set()
+        for i, key in enumerate(m.tobytes() for m in rows):
+            if key not in self._paid and key not in seen:
+                seen.add(key)
+                new.append(i)
+        if new:
+            self.observe(rows[new], np.asarray(rewards)[new])
 
     def value(self, candidates: np.ndarray) -> np.ndarray:
         """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the

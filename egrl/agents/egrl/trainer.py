@@ -408,11 +408,6 @@ class Trainer(SearchAgent):
         """Whether the target repairs maps from the policy's probabilities."""
         return self.env.wants_probabilities
 
-    @property
-    def searching(self) -> bool:
-        """This generation searches the model (``screen.search``, a model fitted)."""
-        return bool(self.cfg.screen.search) and self.screen is not None and self.screen.active
-
     def _submit_population(self, sent: Sent) -> np.ndarray:
         """Submit one map per member, a batch per member kind (the kind is the replay tag),
         while the budget lasts; returns the members' kinds ``[P]``. With model search the
@@ -462,8 +457,7 @@ class Trainer(SearchAgent):
             if generation:
                 self.population.evolve(self.graph, self.generator)
             gen_maps, gen_kinds, gen_probs = self._population_maps()
-            self._search_fitness = self.screen.value(gen_maps)
-            self.population.set_fitness(self._search_fitness)
+            self.population.set_fitness(self.screen.value(gen_maps))
             maps.append(gen_maps), kinds.append(gen_kinds), probs.append(gen_probs)
         joined = None if probs[0] is None else np.concatenate(probs)
         return np.concatenate(maps), np.concatenate(kinds), joined
@@ -474,8 +468,8 @@ class Trainer(SearchAgent):
         search it is the model's, with the measured reward of each member whose map of
         the last model generation was paid."""
         fitness = np.full(len(kinds), -np.inf)
-        if self.searching:  # the rows of the last model generation start at ``last``
-            fitness = self._search_fitness.copy()
+        if self.searching:  # the model's; the last model generation's rows start at ``last``
+            fitness = self.population.fitness.copy()
             last = len(kinds) * (int(self.cfg.screen.search) - 1)
         evaluations = []
         for ticket_id, (role, rows) in sent.items():
