@@ -123,11 +123,11 @@ def test_nnpi_batch_equals_rows_one_by_one():
 
 
 # -------------------------------------------------------------------- multi-chip
-def mcm_target(num_chips: int = 4):
+def mcm_target(num_chips: int = 4, description: str = "proposed"):
     """A random DAG on chips whose SRAM holds 70% of it (some random maps overflow)."""
     wl = random_dag(10, np.random.default_rng(5), max_bytes=4096)
     total = int((wl.weight_bytes + wl.output_bytes + wl.graph_input_bytes).sum())
-    return MCM(num_chips=num_chips, sram_mib=0.7 * total / 2**20).bind(wl)
+    return MCM(num_chips=num_chips, sram_mib=0.7 * total / 2**20, description=description).bind(wl)
 
 
 def per_chip(target, d: np.ndarray, name: str) -> np.ndarray:
@@ -234,7 +234,7 @@ def test_mcm_violations_agree_with_the_constraint_check():
 
 
 def test_mcm_triangle_edges_on_figure2():
-    t = MCM(num_chips=3).bind(figure2())
+    t = MCM(num_chips=3, description="proposed").bind(figure2())
     # chips of n0..n4: 0, 1, 0, 1, 2; edge n2 -> n4 links chip 0 to chip 2 directly beside
     # the chip path 0 -> 1 -> 2 (n0 -> n1, n3 -> n4); cut edges n0->n1, n2->n4, n3->n4
     d = t.describe(np.array([[[0], [1], [0], [1], [2]]]))
@@ -247,6 +247,30 @@ def test_mcm_batch_equals_rows_one_by_one():
     maps = random_maps(t, 12, seed=9)
     d = t.describe(maps)
     assert np.array_equal(d, np.concatenate([t.describe(m[None]) for m in maps]))
+
+
+def test_mcm_repaired_describes_the_partition_that_is_measured():
+    proposed, repaired = mcm_target(), mcm_target(description="repaired")
+    assert MCM().description == "repaired"  # the default
+    assert repaired.description_names == [*proposed.description_names, "repaired_share"]
+    maps = np.concatenate([random_maps(repaired, 30, seed=11), repaired.native_mapping()[None]])
+    d = repaired.describe(maps)
+    m = repaired.measure(maps)
+    assert not m.valid.all() and m.valid[-1]
+    # the description of the repair, which is what the package runs ...
+    assert np.array_equal(d[:, :-1], proposed.describe(m.rectified))
+    assert np.array_equal(column(repaired, d, "repaired_share"), m.reassigned_ratio)
+    # ... so its slowest chip is the measured latency of every map, valid or not
+    assert np.allclose(column(repaired, d, "slowest_chip_ps") / 1e12, m.latency_s, rtol=1e-12)
+    assert (column(repaired, d, "backward_edges") == 0).all()
+    # describing first does not change what a later measurement repairs
+    again = mcm_target(description="repaired").measure(maps)
+    assert np.array_equal(again.rectified, m.rectified)
+
+
+def test_mcm_unknown_description_is_refused():
+    with pytest.raises(ValueError, match="description 'bogus'"):
+        MCM(description="bogus")
 
 
 # -------------------------------------------------------- NNP-I prior of a chip

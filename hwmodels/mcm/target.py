@@ -26,6 +26,10 @@ from workloads.ir import Workload
 
 log = logging.getLogger(__name__)
 
+#: what a screen's description reads of a proposal: the partition after the solver's
+#: repair (what runs) or the proposal as given
+DESCRIPTIONS: tuple[str, ...] = ("repaired", "proposed")
+
 
 class MCMTarget(Target):
     """A multi-chip package bound to one workload: one unit per node, one ``chip`` head.
@@ -38,6 +42,9 @@ class MCMTarget(Target):
         seed: seed of the solver's node orders and draws.
         max_backtracks: conflicts the solver allows per attempt before it starts again
             in a new order (after 5 attempts it answers with the native partition).
+        description: what :meth:`describe` reads: ``"repaired"`` (the default), the
+            partition the solver makes of the proposal, which is the one the package runs,
+            or ``"proposed"``, the proposal as given (no solver run).
 
     Raises:
         ValueError: no contiguous split of the workload fits the chips' SRAM.
@@ -51,6 +58,7 @@ class MCMTarget(Target):
         mode: str = "fix",
         seed: int = 0,
         max_backtracks: int = 20,
+        description: str = "repaired",
     ) -> None:
         self.params = params
         self.workload = workload
@@ -60,6 +68,7 @@ class MCMTarget(Target):
         self.flow = Dataflow.build(workload, params)
         self.native = check_choice("native compiler", native, NATIVE_COMPILERS)
         self.mode = check_choice("solver mode", mode, MODES)
+        self.description = check_choice("description", description, DESCRIPTIONS)
         self.wants_probabilities = self.mode == "sample"
         # FIX repairs a proposal the same way every time (see _generators); SAMPLE draws
         # from the policy's distribution, which the proposal alone does not determine.
@@ -123,15 +132,28 @@ class MCMTarget(Target):
 
     @property
     def description_names(self) -> list[str]:
-        """Columns of :meth:`describe` (:func:`hwmodels.mcm.description.description_names`)."""
-        return description.description_names(self.params.num_chips)
+        """Columns of :meth:`describe`: :func:`hwmodels.mcm.description.description_names`,
+        then ``repaired_share`` when the description reads the repaired partition."""
+        names = description.description_names(self.params.num_chips)
+        return [*names, "repaired_share"] if self.description == "repaired" else names
 
     def describe(self, maps: np.ndarray) -> np.ndarray:
-        """float64 ``[B, 5 C + 12]``: per-chip compute, memory, overflow, link and time
-        loads, the slowest chip, cut edges and the constraints broken by ``maps``
-        ``[B, N, 1]`` as given (no repair, no measurement); see
-        :mod:`hwmodels.mcm.description`."""
-        return description.describe(self.flow, self._parts(maps))
+        """float64 ``[B, F]``: per-chip compute, memory, overflow, link and time loads, the
+        slowest chip, cut edges and the constraints broken (see
+        :mod:`hwmodels.mcm.description`), never measured.
+
+        With ``description="repaired"`` they describe the partition the solver makes of
+        ``maps`` ``[B, N, 1]`` (``sample`` mode: from uniform probabilities), the one the
+        package runs, followed by the share of nodes the repair moved (``F = 5 C + 13``);
+        with ``"proposed"``, ``maps`` as given (``F = 5 C + 12``). A repair costs
+        milliseconds per invalid map and nothing on a valid one.
+        """
+        parts = self._parts(maps)
+        if self.description == "proposed":
+            return description.describe(self.flow, parts)
+        fixed = self.rectify(parts)
+        moved = (fixed != parts).mean(axis=1)
+        return np.column_stack([description.describe(self.flow, fixed), moved])
 
     def _generators(self, parts: np.ndarray, probs: np.ndarray | None) -> list:
         """One generator per map, seeded by ``seed`` and the map's bytes (and its ``probs``).
@@ -160,12 +182,7 @@ class MCMTarget(Target):
         ``sample`` mode (None: uniform).
         """
         parts = self._parts(maps)
-        if self.wants_probabilities and probs is None:
-            probs = self.uniform_probabilities(len(parts))
-        p = None if probs is None else np.asarray(probs, dtype=np.float64)[:, :, 0, :]
-        fixed = self.solver.repair(parts, self._generators(parts, p), p)
-        overflow = check(self.flow, fixed).memory_chip >= 0
-        fixed[overflow] = self._native
+        fixed = self.rectify(parts, probs)
         moved = (fixed != parts).mean(axis=1)
         return Measurement(
             rectified=fixed[:, :, None],
@@ -173,6 +190,21 @@ class MCMTarget(Target):
             reassigned_ratio=moved,
             latency_s=cost.latency_ps(self.flow, fixed) / PS_PER_S,
         )
+
+    def rectify(self, parts: np.ndarray, probs: np.ndarray | None = None) -> np.ndarray:
+        """int64 ``[B, N]``: the partition the package runs for each of ``parts`` ``[B, N]``.
+
+        The constraint solver repairs it (valid ones unchanged); one that still overflows
+        an SRAM (the solver enforces the static constraints only) becomes the native
+        partition. ``probs`` ``[B, N, 1, C]`` is read in ``sample`` mode (None: uniform).
+        """
+        if self.wants_probabilities and probs is None:
+            probs = self.uniform_probabilities(len(parts))
+        p = None if probs is None else np.asarray(probs, dtype=np.float64)[:, :, 0, :]
+        fixed = self.solver.repair(parts, self._generators(parts, p), p)
+        overflow = check(self.flow, fixed).memory_chip >= 0
+        fixed[overflow] = self._native
+        return fixed
 
     # ------------------------------------------------------------- answers
     def native_mapping(self) -> np.ndarray:
@@ -203,7 +235,8 @@ class MCM(HardwareModel):
     Keyword arguments are the fields of :class:`~hwmodels.mcm.params.MCMParams`
     (``num_chips``, ``sram_mib``, ``link_gbps``, ``peak_tops``) plus ``native``
     (``"greedy"``, the default, or ``"contiguous-dp"``), ``mode`` (the solver's
-    ``"fix"``, the default, or ``"sample"``), ``seed`` and ``max_backtracks``.
+    ``"fix"``, the default, or ``"sample"``), ``seed``, ``max_backtracks`` and
+    ``description`` (what a screen reads: ``"repaired"``, the default, or ``"proposed"``).
     """
 
     default_reward = "repaired"
@@ -216,6 +249,7 @@ class MCM(HardwareModel):
         mode: str = "fix",
         seed: int = 0,
         max_backtracks: int = 20,
+        description: str = "repaired",
         **params,
     ) -> None:
         known = {f.name for f in fields(MCMParams)}
@@ -223,18 +257,25 @@ class MCM(HardwareModel):
         if unknown:
             raise TypeError(
                 f"unknown mcm parameter(s) {sorted(unknown)}; expected {sorted(known)}, "
-                "native, mode, seed or max_backtracks"
+                "native, mode, seed, max_backtracks or description"
             )
         self.params = MCMParams(**params)
         self.native = check_choice("native compiler", native, NATIVE_COMPILERS)
         self.mode = check_choice("solver mode", mode, MODES)
         self.seed = int(seed)
         self.max_backtracks = int(max_backtracks)
+        self.description = check_choice("description", description, DESCRIPTIONS)
 
     def bind(self, workload: Workload) -> MCMTarget:
         log.debug("binding mcm %s to %r", self.params, workload.name)
         return MCMTarget(
-            self.params, workload, self.native, self.mode, self.seed, self.max_backtracks
+            self.params,
+            workload,
+            self.native,
+            self.mode,
+            self.seed,
+            self.max_backtracks,
+            self.description,
         )
 
     def __repr__(self) -> str:
