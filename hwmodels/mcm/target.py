@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 #: what a screen's description reads of a proposal: the partition after the solver's
 #: repair (what runs) or the proposal as given
 DESCRIPTIONS: tuple[str, ...] = ("repaired", "proposed")
+#: repairs a ``fix``-mode target remembers (int16 rows, 2 N bytes each, up to 32,767 chips)
+REPAIR_CACHE = 1 << 16
 
 
 class MCMTarget(Target):
@@ -79,6 +81,8 @@ class MCMTarget(Target):
         if not check(self.flow, self._greedy[None]).ok[0]:
             self._greedy = self._native
         self.solver = ConstraintSolver(self.flow, self._native, self.mode, max_backtracks)
+        self._repaired: dict[bytes, np.ndarray] = {}  # proposal bytes -> chips [N]
+        self._chip_dtype = np.int16 if params.num_chips <= np.iinfo(np.int16).max else np.int64
 
     def _build_native(self) -> np.ndarray:
         """The native compiler's split; the other compiler's where it overflows an SRAM."""
@@ -197,11 +201,31 @@ class MCMTarget(Target):
         The constraint solver repairs it (valid ones unchanged); one that still overflows
         an SRAM (the solver enforces the static constraints only) becomes the native
         partition. ``probs`` ``[B, N, 1, C]`` is read in ``sample`` mode (None: uniform).
+        In ``fix`` mode a repair is a function of the proposal alone (:meth:`_generators`),
+        so the last :data:`REPAIR_CACHE` repairs are remembered by the proposal's bytes: a
+        map described, then measured, or described again as a screen refits, is repaired
+        once.
         """
-        if self.wants_probabilities and probs is None:
-            probs = self.uniform_probabilities(len(parts))
-        p = None if probs is None else np.asarray(probs, dtype=np.float64)[:, :, 0, :]
-        fixed = self.solver.repair(parts, self._generators(parts, p), p)
+        parts = np.asarray(parts, dtype=np.int64)
+        if self.wants_probabilities:
+            if probs is None:
+                probs = self.uniform_probabilities(len(parts))
+            return self._repair(parts, np.asarray(probs, dtype=np.float64)[:, :, 0, :])
+        if not len(parts):
+            return parts.copy()
+        keys = [row.tobytes() for row in parts]
+        todo = [b for b, key in enumerate(keys) if key not in self._repaired]
+        if todo:
+            fixed = self._repair(parts[todo], None)
+            for b, row in zip(todo, fixed):
+                self._repaired[keys[b]] = row.astype(self._chip_dtype)
+            while len(self._repaired) > REPAIR_CACHE:
+                del self._repaired[next(iter(self._repaired))]  # the oldest
+        return np.stack([self._repaired[key] for key in keys]).astype(np.int64).reshape(parts.shape)
+
+    def _repair(self, parts: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
+        """int64 ``[B, N]``: the solver's repair of ``parts``, overflow to the native."""
+        fixed = self.solver.repair(parts, self._generators(parts, probs), probs)
         overflow = check(self.flow, fixed).memory_chip >= 0
         fixed[overflow] = self._native
         return fixed
