@@ -7,7 +7,8 @@ screen (``screen=none`` the reference) for ``seeds`` seeds at one ``budget`` of 
 measurements, in ``OUT/<problem>/<agent>/<screen>/seed<S>``. A problem may add screens of
 its own (``problem_screens``: the NNP-I model as a free prior on the chip, a model
 pre-trained on the chip's other workloads), and a screen may be limited to some agents
-(``screen_agents``: the learner's critic needs a learner). A pre-trained screen
+(``screen_agents``: the learner's critic needs a learner); a costly problem may run only
+some agents and screens (``problem_only``). A pre-trained screen
 (``pretrain.screens``) fits on the unscreened runs of the same agent and seed on the plan's
 ``pretrain.problems`` (other workloads of the same chip), which run in the first stage; the
 pre-trained runs follow in the second.
@@ -87,18 +88,29 @@ def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
 
 
 def agents_of(cfg: DictConfig, problem: str) -> list[str]:
-    """The agents a problem runs: the plan's, then its own (``problem_agents``)."""
+    """The agents a problem runs: the plan's, then its own (``problem_agents``), or only
+    those of ``problem_only.<problem>.agents`` when it names them."""
     extra = (cfg.get("problem_agents") or {}).get(problem, [])
-    return [*cfg.agents, *(a for a in extra if a not in cfg.agents)]
+    return only(cfg, problem, "agents", [*cfg.agents, *(a for a in extra if a not in cfg.agents)])
 
 
 def screens_of(cfg: DictConfig, problem: str, agent: str | None = None) -> list[str]:
-    """The screens a problem runs (the plan's, then its own); with ``agent``, those the
-    agent runs (``screen_agents`` limits a screen to some agents, e.g. ``critic``)."""
+    """The screens a problem runs (the plan's, then its own, or only those of
+    ``problem_only.<problem>.screens``); with ``agent``, those the agent runs
+    (``screen_agents`` limits a screen to some agents, e.g. ``critic``)."""
     extra = (cfg.get("problem_screens") or {}).get(problem, [])
-    screens = [*cfg.screens, *(s for s in extra if s not in cfg.screens)]
+    screens = only(
+        cfg, problem, "screens", [*cfg.screens, *(s for s in extra if s not in cfg.screens)]
+    )
     limits = cfg.get("screen_agents") or {}
     return [s for s in screens if agent is None or s not in limits or agent in limits[s]]
+
+
+def only(cfg: DictConfig, problem: str, kind: str, names: list[str]) -> list[str]:
+    """``names`` limited to ``problem_only.<problem>.<kind>`` where the plan gives it (a
+    costly problem that runs fewer agents or screens), in that list's order."""
+    limit = ((cfg.get("problem_only") or {}).get(problem) or {}).get(kind)
+    return names if limit is None else list(limit)
 
 
 def check(cfg: DictConfig) -> None:

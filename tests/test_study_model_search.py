@@ -90,3 +90,16 @@ def test_a_problem_may_run_a_variant_of_the_chip(tmp_path):
     command = next(o for o in stage[0].overrides if o.startswith("hwmodel.params.command="))
     assert "--dram-access-us 2 --sram-kib 2048 --tmacs 50" in command
     assert "--shared-bandwidth" not in command
+
+
+def test_a_costly_problem_runs_only_its_agents_and_screens(tmp_path):
+    cfg = runner.load_plan(
+        "model-search", [f"out={tmp_path}", "problems=[mcm-dlrm-s26-e64-l3]", "seeds=1"]
+    )
+    (stage,) = list(model_search.plan(cfg, tmp_path))
+    assert {s.group for s in stage} == {
+        f"mcm-dlrm-s26-e64-l3/{agent}/{screen}"
+        for agent in ("ea", "sa")
+        for screen in ("none", "forest-search")
+    }
+    assert "mcm-dlrm-s26-e64-l3" in cfg.oracles
