@@ -180,9 +180,10 @@ class MetricsFile(Callback):
 class BestMapFile(Callback):
     """``best_mapping.json`` at the end of a run that did not fail: the best map keyed by
     unit name, its speedup, latency, reward and iteration, the run's counts, why it
-    stopped early (if it did), the compiler's latency, and the best map by each of the
-    target's values (``record_evaluations``), then what the agent adds (its
-    ``best_extras()``: the solver's record, the snapshot that mapped)."""
+    stopped early (if it did), the compiler's latency, the best map by each of the
+    target's values (``record_evaluations``), on a noisy target the confirmed best
+    (``confirmed``), then what the agent adds (its ``best_extras()``: the solver's record,
+    the snapshot that mapped)."""
 
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if error is not None:
@@ -205,9 +206,17 @@ class BestMapFile(Callback):
                 if best.mapping is None
                 else agent.env.mapping_to_dict(best.mapping),
                 **agent.evaluation_log.best_record(),
+                **confirmed(agent),
                 **agent.best_extras(),
             }
         )
+
+
+def confirmed(agent: RunView) -> dict:
+    """``{"confirmed": ...}``: a noisy target's confirmed best (:mod:`egrl.confirm`), its
+    interval, readings and noise estimate; ``{}`` where the run confirmed nothing."""
+    found = getattr(agent, "confirmation", None)
+    return {} if found is None else {"confirmed": found.summary(agent.env.mapping_to_dict)}
 
 
 class SpeedupPlot(Callback):

@@ -81,6 +81,20 @@ class ScreenConfig:
 
 
 @dataclass
+class ConfirmConfig:
+    """A confirmed best on a noisy target (``Env.deterministic`` false; ignored otherwise).
+
+    At the end of the run the ``top`` maps with the best readings (0: none) are read
+    ``repeats`` times more, interleaved with the compiler's map, and the best mean is
+    reported with a 95% interval (:mod:`egrl.confirm`). The readings are reserved from the
+    budget when the run starts: ``(top + 1) * repeats`` maps.
+    """
+
+    top: int = 3
+    repeats: int = 5
+
+
+@dataclass
 class TrainConfig:
     """One training run.
 
@@ -113,6 +127,7 @@ class TrainConfig:
     record_size: int = 100_000
     agent: AgentConfig = field(default_factory=AgentConfig)
     screen: ScreenConfig = field(default_factory=ScreenConfig)
+    confirm: ConfirmConfig = field(default_factory=ConfirmConfig)
 
     def to_dict(self) -> dict:
         """The nested mapping a run's config holds: the agent's own sections (EGRL's
@@ -169,7 +184,7 @@ def check_config(cfg: Mapping, rules: Mapping[str, Rule] | None = None) -> None:
 
 
 #: top-level sections of a run's config the run itself reads (the agent's own aside)
-_RUN_SECTIONS = {"agent", "screen"}
+_RUN_SECTIONS = {"agent", "screen", "confirm"}
 
 
 def from_mapping(cfg: Any, agent_config: type[AgentConfig] = AgentConfig) -> TrainConfig:
@@ -188,4 +203,5 @@ def from_mapping(cfg: Any, agent_config: type[AgentConfig] = AgentConfig) -> Tra
     kwargs = {k: cfg[k] for k in top if k in cfg}
     kwargs["agent"] = agent_config.from_mapping(cfg)
     kwargs["screen"] = build_section(ScreenConfig, dict(cfg.get("screen") or {}))
+    kwargs["confirm"] = build_section(ConfirmConfig, dict(cfg.get("confirm") or {}))
     return TrainConfig(**kwargs)

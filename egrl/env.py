@@ -121,7 +121,7 @@ class Env:
         else:
             log.info(
                 "deterministic: auto: two readings of the compiler's map differ (%.6g s and "
-                "%.6g s, %.2f%% apart): every proposed map is measured",
+                "%.6g s, %.2f%% apart): the run confirms its best at its end (confirm)",
                 a,
                 b,
                 100 * abs(a - b) / max(min(a, b), 1e-30),

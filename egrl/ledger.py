@@ -23,6 +23,7 @@ policies: the clock it stamps records with is given to it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
+
+log = logging.getLogger(__name__)
 
 #: the phases of a generation whose wall time metrics.csv reports (``t_<phase>``)
 PHASES = ("inference", "evaluation", "learner", "evolution")
@@ -98,11 +101,13 @@ def make_record(env: Env, capacity: int) -> ReplayBuffer:
 
 
 def measure_cache(env: Env, capacity: int) -> MeasureCache:
-    """A cache of ``capacity`` maps for ``env`` (disabled on a non-deterministic target)
-    that knows the compiler's map: binding the target measured it, so a run that proposes
-    it is answered without paying again (a target that repairs from the policy's
-    probabilities keys maps with them, and the compiler's map has none)."""
-    cache = MeasureCache(capacity, env.max_choices, enabled=env.deterministic)
+    """A cache of ``capacity`` maps for ``env`` that knows the compiler's map: binding the
+    target measured it, so a run that proposes it is answered without paying again (a
+    target that repairs from the policy's probabilities keys maps with them, and the
+    compiler's map has none). On a noisy target (``env.deterministic`` false) a map
+    proposed again is answered from its reading too; a run reads its best maps again at
+    its end (:mod:`egrl.confirm`)."""
+    cache = MeasureCache(capacity, env.max_choices)
     base = getattr(env, "baseline_measurement", None)
     if base is not None and not env.wants_probabilities:
         (key,) = cache.keys(env.baseline_mapping[None])
@@ -278,6 +283,37 @@ class Ledger:
         self.failed_maps += int(answered.failed.sum())
         self.batch.append(ev)
         return ev
+
+    def read_again(
+        self, maps, source: str = "confirm"
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One paid reading of each map of a batch ``[B, N, H]`` on this process's target,
+        past the measure cache (a map it knows is read again): a noisy target's
+        confirmation (:mod:`egrl.confirm`). Counted (``readings`` board runs each) and
+        logged in ``evaluations.csv``, not added to the record or the best (which keep the
+        search's readings).
+
+        Returns:
+            latency_s float ``[B]``, ran bool ``[B]`` (the map earned a speedup), and the
+            maps the chip ran int ``[B, N, H]``. A batch the chip failed to answer (the
+            error is logged) comes back as not run, its readings still paid.
+        """
+        batch = self.env.check_maps(maps)
+        try:
+            m = self.timer.measure("evaluation", self.env.measure, batch)
+            ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
+        except Exception as exc:  # a crashing chip: the readings are lost, not the run
+            log.error("reading %d maps again failed: %s", len(batch), exc)
+            self.iterations += self.readings * len(batch)
+            self.failed_maps += len(batch)
+            return np.full(len(batch), np.nan), np.zeros(len(batch), bool), batch
+        generation, wall_s = self.stamp()
+        before = (self.iterations, self.proposals)
+        self.evaluation_log.add(source, ev, np.ones(len(ev), bool), before, generation, wall_s)
+        self.iterations += self.readings * len(ev)
+        self.proposals += len(ev)
+        rectified = np.asarray(ev.rectified, dtype=np.int64).reshape(batch.shape)
+        return np.asarray(ev.latency_s, np.float64), ev.speedup > 0, rectified
 
     def metrics(self) -> dict:
         """The metrics row's counts and best map, and ``batch_best_reward``,

@@ -2,7 +2,8 @@
 
 On a deterministic target (``Target.deterministic``) measuring a map again returns the
 same answer, so :class:`MeasureCache` answers a map measured before from memory and only
-the new maps of a batch reach the hardware. The key is a 16-byte BLAKE2b digest of the
+the new maps of a batch reach the hardware. On a noisy one it answers a repeat from its
+reading as well (a run reads its best maps again at its end: :mod:`egrl.confirm`). The key is a 16-byte BLAKE2b digest of the
 map as small integers (int8 when every head has at most 127 choices, else int16), and of
 the policy's probabilities when the target repairs maps from them (its answer then
 depends on both). The value is the target's :class:`~hwmodels.base.Measurement` row:
@@ -13,8 +14,8 @@ latency.
 paid measurements: cached maps are free, a map repeated inside the batch is measured
 once, and new maps are paid until the budget runs out; the first new map past the
 budget and every map after it are left unanswered (the caller sees a shorter answer, as
-when a batch is cut at the end of the budget). With the cache disabled (a
-non-deterministic target, or ``capacity`` 0) every map is paid.
+when a batch is cut at the end of the budget). With the cache disabled
+(``capacity`` 0) every map is paid.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class MeasureCache:
         capacity: most maps remembered; the least recently used is forgotten first.
             0 disables the cache.
         max_choices: the most choices of any head (sets the key's integer type).
-        enabled: False for a non-deterministic target: nothing is remembered.
+        enabled: False: nothing is remembered, every map is paid.
     """
 
     def __init__(self, capacity: int, max_choices: int, enabled: bool = True) -> None:

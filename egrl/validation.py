@@ -146,6 +146,8 @@ RULES: dict[str, Rule] = {
     ),
     "device": Rule(str, pattern=r"cpu|cuda(:\d+)?", describe="cpu, cuda or cuda:N"),
     "agent.name": Rule(str, pattern=r"\S+", describe="an agent name (egrl.agents.names())"),
+    "confirm.top": at_least(0),
+    "confirm.repeats": at_least(2),  # an interval needs two readings of each side
 }
 
 

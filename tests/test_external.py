@@ -519,7 +519,14 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
     )
     assert env.readings_per_map == 3
     log.unlink()  # the binding's requests
-    cfg = train_config({"budget": 10, "progress": False, "agent": {"name": "random", "batch": 2}})
+    cfg = train_config(
+        {
+            "budget": 10,
+            "progress": False,
+            "agent": {"name": "random", "batch": 2},
+            "confirm": {"top": 0},
+        }
+    )
     agent = make_agent(env, cfg)
     agent.run()
     assert agent.iterations == 9 and agent.proposals == 3

@@ -10,7 +10,7 @@ import pytest
 
 from egrl.agents import make_agent
 from egrl.agents.egrl.trainer import Trainer
-from egrl.config import AgentConfig, TrainConfig
+from egrl.config import AgentConfig, ConfirmConfig, TrainConfig
 from egrl.measure_cache import MeasureCache
 from hwmodels.base import Measurement
 from tests.test_trainer import small_config, small_env
@@ -103,14 +103,17 @@ def test_the_budget_counts_paid_maps_and_the_replay_buffer_gets_every_proposal()
     assert len(np.unique(held, axis=0)) == 60
 
 
-def test_a_non_deterministic_target_pays_every_proposal():
+def test_a_noisy_target_answers_a_repeat_from_its_reading_and_reads_only_to_confirm():
     env = small_env()
     env.target.deterministic = False
-    trainer = Trainer(env, small_config(budget=60, name="ea", use_learner=False))
+    cfg = replace(
+        small_config(budget=60, name="ea", use_learner=False), confirm=ConfirmConfig(top=0)
+    )
+    trainer = Trainer(env, cfg)
     trainer.run()
-    assert trainer.iterations == trainer.proposals == env.num_evaluations == 60
+    assert trainer.iterations == env.num_evaluations == 60 < trainer.proposals
     held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
-    assert len(np.unique(held, axis=0)) < 60  # it did propose repeats, and paid for them
+    assert len(np.unique(held, axis=0)) == 60  # repeats were proposed, none paid again
 
 
 def test_a_resumed_run_never_measures_a_map_measured_before_the_kill(tmp_path):

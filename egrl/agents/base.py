@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from egrl import confirm
 from egrl.callbacks import Callback, CallbackList, EachGeneration, default_callbacks
 from egrl.config import AgentConfig, TrainConfig
 from egrl.env import Env
@@ -129,6 +130,11 @@ class SearchAgent:
         )
         if self.screen is not None:
             self.timer.totals[SCREEN_PHASE] = 0.0
+        #: board runs kept from the search for the confirmation of a noisy target's best
+        self.confirm_reserve = self._reserve(env, cfg)
+        self.ledger.budget -= self.confirm_reserve
+        #: the confirmed best (:mod:`egrl.confirm`), once the run has read it again
+        self.confirmation: confirm.Confirmation | None = None
         self.stop_reason: str | None = None
         #: ``time.perf_counter()`` at which the generation under way reaches
         #: ``cfg.time_limit_s`` (None: no limit); game agents stop inside a game there
@@ -162,6 +168,24 @@ class SearchAgent:
             return
         raise ConfigError([why])
 
+    @staticmethod
+    def _reserve(env: Env, cfg: TrainConfig) -> int:
+        """Board runs the confirmation of a noisy target's best needs (0 on a deterministic
+        one); a budget that leaves the search less than one map is refused."""
+        if env.deterministic:
+            return 0
+        c = cfg.confirm
+        reserve = confirm.reserved_readings(c.top, c.repeats, env.readings_per_map)
+        if reserve and cfg.budget - reserve < env.readings_per_map:
+            raise ConfigError(
+                [
+                    f"confirm.top={c.top} is invalid: with confirm.repeats={c.repeats} the "
+                    f"confirmation reserves {reserve} of budget={cfg.budget} board runs and "
+                    "leaves the search none (raise the budget or set confirm.top=0)"
+                ]
+            )
+        return reserve
+
     @classmethod
     def has_critic(cls, agent: dict) -> bool:
         """Whether the agent its ``agent`` section configures has a critic for ``screen=critic``."""
@@ -186,10 +210,11 @@ class SearchAgent:
     def columns(self) -> tuple[str, ...]:
         """metrics.csv's columns; a screening run adds :data:`SCREEN_COLUMNS` and
         :data:`SCREEN_TIMING_COLUMN`."""
+        confirmed = confirm.COLUMNS if self.confirm_reserve else ()
         if self.screen is None:
-            return METRIC_COLUMNS + self.extra_columns + TIMING_COLUMNS[1:]
+            return METRIC_COLUMNS + self.extra_columns + confirmed + TIMING_COLUMNS[1:]
         screening = SCREEN_COLUMNS + TIMING_COLUMNS[1:] + (SCREEN_TIMING_COLUMN,)
-        return METRIC_COLUMNS + self.extra_columns + screening
+        return METRIC_COLUMNS + self.extra_columns + confirmed + screening
 
     # ------------------------------------------------------- measuring (ledger)
     # ------------------------------------------------------------- the search
@@ -252,11 +277,62 @@ class SearchAgent:
                 self._check_time_limit()
                 self._save_due()
                 self.callbacks.on_generation_end(self, row)
+            if self.confirm_reserve and self.confirmation is None:
+                self._confirm_best()
         except BaseException as exc:
             self.callbacks.on_run_end(self, exc)
             raise
         self.callbacks.on_run_end(self)
         return self.best
+
+    def _confirm_best(self) -> None:
+        """Read the best maps of a noisy target again (:mod:`egrl.confirm`) from the budget
+        reserved for it: one more metrics row (its ``confirmed_*`` columns filled) and a
+        checkpoint. Fewer candidates than ``confirm.top`` get more rounds each."""
+        n = len(self.record)
+        maps = self.record.actions[:n].astype(np.int64)
+        speedups = np.sqrt(np.maximum(self.record.rewards[:n].astype(np.float64), 0.0))
+        chosen = confirm.top_maps(maps, speedups, self.cfg.confirm.top)
+        if not len(chosen):
+            log.warning("confirm: no map earned a speedup; nothing to read again")
+            return
+        start = self._generation_start = time.perf_counter()
+        self.ledger.batch = []
+        self.ledger.budget += self.confirm_reserve
+        readings = self.env.readings_per_map
+        rounds = self.confirm_reserve // ((len(chosen) + 1) * readings)
+        self.confirmation = found = confirm.confirm(
+            self.ledger.read_again,
+            self.env.baseline_mapping,
+            maps[chosen],
+            speedups[chosen],
+            rounds,
+            readings,
+        )
+        best = found.best
+        log.info(
+            "confirm: best speedup %.4f [%.4f, %.4f] (%d%%) from %d readings of %d maps beside "
+            "the compiler's; its search reading said %.4f; noise estimate %.2f%%",
+            best.speedup,
+            best.low,
+            best.high,
+            round(100 * confirm.LEVEL),
+            rounds,
+            len(chosen),
+            best.search_speedup,
+            100 * found.noise_cv,
+        )
+        self.generation += 1
+        self.wall_s += time.perf_counter() - start
+        self._generation_start = None
+        row: dict = dict.fromkeys(self.columns, float("nan"))
+        row.update(self.ledger.metrics(), generation=self.generation, wall_s=self.wall_s)
+        row.update(found.metrics())
+        row.update({f"t_{k}": v for k, v in self.timer.totals.items()})
+        self.rows.append(row)
+        if self.run_dir is not None:
+            self.callbacks.on_checkpoint(self, self.save_checkpoint())
+        self.callbacks.on_generation_end(self, row)
 
     def default_callbacks(self) -> list[Callback]:
         """The run's own callbacks (:func:`egrl.callbacks.default_callbacks`)."""
@@ -327,6 +403,8 @@ class SearchAgent:
         }
         if self.screen is not None:
             state["screen"] = self.screen.state_dict()
+        if self.confirmation is not None:
+            state["confirmation"] = self.confirmation.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -340,6 +418,9 @@ class SearchAgent:
         self.load_agent_state(state["agent"])
         if self.screen is not None:
             self.screen.load_state_dict(state.get("screen"))
+        if state.get("confirmation") is not None:
+            self.confirmation = confirm.Confirmation.from_state(state["confirmation"])
+            self.ledger.budget += self.confirm_reserve  # spent: the search may use the rest
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""

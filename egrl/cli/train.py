@@ -199,7 +199,16 @@ def run_job(cfg: DictConfig) -> SearchAgent:
 def train(cfg: DictConfig) -> float:
     """The Hydra task: one run, then its one-line summary."""
     trainer = run_job(cfg)
-    best = trainer.best
+    best, found = trainer.best, trainer.confirmation
+    if found is not None:
+        c = found.best
+        print(
+            f"confirmed best speedup over the compiler: {c.speedup:.4f} "
+            f"[{c.low:.4f}, {c.high:.4f}] (95%, {len(c.readings_s)} readings beside "
+            f"{len(found.baseline_readings_s)} of the compiler's map); best single reading "
+            f"{best.speedup:.4f} at iteration {best.iteration}; results in {trainer.run_dir}"
+        )
+        return c.speedup
     print(
         f"best speedup over the compiler: {best.speedup:.4f} "
         f"(latency {format_latency(best.latency_s)}, found at iteration {best.iteration}); "

@@ -1,0 +1,162 @@
+"""A confirmed best on a noisy target: the interval, the choice of candidates, the
+interleaved readings, and a run that reserves, spends and reports them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from egrl import confirm, make_env
+from egrl.agents import config_class, make_agent
+from egrl.config import ConfirmConfig, TrainConfig, config_problems
+from egrl.rundir import RunDir
+from egrl.validation import ConfigError
+from tests.nnpi_workloads import residual
+
+KIB = 1024
+
+
+def test_the_interval_of_a_ratio_of_noisy_means_covers_at_its_level():
+    """Lognormal readings of mean 1 (CV 5%), five per side: the 95% interval holds the
+    true ratio in about 95% of 4,000 draws, and narrows with more readings."""
+    rng = np.random.default_rng(0)
+    sigma = np.sqrt(np.log(1 + 0.05**2))
+    true_base, true_map = 2.0, 1.6  # true speedup 1.25
+
+    def draw(mean, n):
+        return mean * rng.lognormal(-(sigma**2) / 2, sigma, size=n)
+
+    held, widths = [], {5: [], 20: []}
+    for n in (5, 20):
+        for _ in range(2000):
+            ratio, low, high = confirm.speedup_interval(draw(true_base, n), draw(true_map, n))
+            assert low < ratio < high
+            held.append(low <= 1.25 <= high)
+            widths[n].append(high - low)
+    assert 0.93 <= np.mean(held) <= 0.97
+    assert np.median(widths[20]) < 0.5 * np.median(widths[5])
+
+
+def test_the_interval_needs_two_readings_a_side():
+    ratio, low, high = confirm.speedup_interval(np.array([2.0]), np.array([1.0, 1.0]))
+    assert ratio == 2.0 and np.isnan(low) and np.isnan(high)
+    assert confirm.speedup_interval(np.array([2.0, 2.0]), np.array([1.0, 1.0])) == (2.0, 2.0, 2.0)
+
+
+def test_top_maps_are_distinct_ran_and_best_first():
+    maps = np.array([[[0]], [[1]], [[1]], [[2]], [[3]]])
+    speedups = np.array([1.1, 1.3, 1.3, 0.0, 1.2])
+    assert confirm.top_maps(maps, speedups, 3).tolist() == [1, 4, 0]
+    assert confirm.top_maps(maps, speedups, 9).tolist() == [1, 4, 0]  # 2: a repeat, 3: no run
+
+
+def test_rounds_read_the_compiler_first_and_score_on_fresh_readings_only():
+    batches = []
+    truth = {0: 2.0, 1: 1.0, 2: 1.6}  # map id -> latency; the compiler's is map 0
+
+    def read(maps):
+        batches.append(maps[:, 0, 0].tolist())
+        lat = np.array([truth[int(m)] for m in maps[:, 0, 0]])
+        lat[-1] = np.nan if len(batches) == 2 else lat[-1]  # one failed reading of map 2
+        return lat, np.isfinite(lat), maps
+
+    found = confirm.confirm(
+        read, np.array([[0]]), np.array([[[1]], [[2]]]), np.array([9.0, 9.0]), 4, 3
+    )
+    assert batches == [[0, 1, 2]] * 4
+    assert found.best.speedup == 2.0 and found.best.search_speedup == 9.0
+    assert found.candidates[1].failed == 1 and len(found.candidates[1].readings_s) == 3
+    assert found.noise_cv == 0.0 and found.readings == 4 * 3 * 3
+    back = confirm.Confirmation.from_state(found.state_dict())
+    assert back.best.speedup == 2.0 and back.candidates[1].failed == 1
+
+
+# ------------------------------------------------------------------ in a run
+def noisy_env(cv: float = 0.05, seed: int = 0):
+    """The agents' 13-node NNP-I problem, each reading times lognormal noise of mean 1
+    (repaired maps scored: every map earns a speedup)."""
+    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
+    env = make_env("nnpi", w, reward="repaired", sram_mib=1.0, llc_mib=2.0)
+    rng = np.random.default_rng(seed)
+    sigma = np.sqrt(np.log(1 + cv**2))
+    measure = env.target.measure
+
+    def noisy(maps, probs=None):
+        m = measure(maps)
+        m.latency_s = m.latency_s * rng.lognormal(-(sigma**2) / 2, sigma, size=len(maps))
+        return m
+
+    env.target.measure = noisy
+    env.target.deterministic = False
+    return env
+
+
+def search_config(budget: int = 100, **confirm_keys) -> TrainConfig:
+    """Random search, 10 maps a generation (the confirmation is the agent's base's)."""
+    return TrainConfig(
+        seed=1,
+        budget=budget,
+        progress=False,
+        checkpoint_every=2,
+        agent=config_class("random")(name="random", options={"batch": 10}),
+        confirm=ConfirmConfig(**confirm_keys),
+    )
+
+
+def test_a_noisy_run_reserves_its_confirmation_and_reports_it(tmp_path):
+    env = noisy_env()
+    agent = make_agent(env, search_config(budget=100, top=3, repeats=4), tmp_path)
+    agent.run()
+    assert agent.confirm_reserve == 16
+    assert agent.iterations == 100  # 84 for the search, 16 for (3 + 1) maps x 4 rounds
+    search_rows, last = agent.rows[:-1], agent.rows[-1]
+    assert search_rows[-1]["iterations"] == 84
+    assert all(np.isnan(r["confirmed_speedup"]) for r in search_rows)
+    found = agent.confirmation
+    assert last["confirmed_speedup"] == found.best.speedup
+    assert last["confirmed_low"] < found.best.speedup < last["confirmed_high"]
+    assert len(found.candidates) == 3 and len(found.baseline_readings_s) == 4
+    assert 0 < found.noise_cv < 0.2
+    saved = json.loads(RunDir(tmp_path).best_map.read_text())["confirmed"]
+    assert saved["speedup"] == found.best.speedup and saved["readings"] == 16
+    assert len(saved["candidates"][0]["readings_s"]) == 4
+
+
+def test_a_finished_noisy_run_resumed_does_not_confirm_again(tmp_path):
+    make_agent(noisy_env(), search_config(budget=60, top=2, repeats=3), tmp_path).run()
+    again = make_agent(noisy_env(seed=1), search_config(budget=60, top=2, repeats=3), tmp_path)
+    assert again.resume() and again.confirmation is not None
+    before = again.confirmation.best.speedup
+    again.run()
+    assert again.iterations == 60 and again.confirmation.best.speedup == before
+
+
+def test_more_budget_after_a_confirmation_searches_then_confirms_again(tmp_path):
+    make_agent(noisy_env(), search_config(budget=60, top=2, repeats=3), tmp_path).run()
+    longer = make_agent(noisy_env(seed=1), search_config(budget=90, top=2, repeats=3), tmp_path)
+    assert longer.resume()
+    longer.run()
+    assert longer.iterations == 90
+
+
+def test_a_deterministic_run_confirms_nothing():
+    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
+    agent = make_agent(make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0), search_config(budget=40))
+    agent.run()
+    assert agent.confirm_reserve == 0 and agent.confirmation is None
+    assert "confirmed_speedup" not in agent.columns and agent.iterations == 40
+
+
+def test_a_budget_the_confirmation_would_eat_is_refused():
+    with pytest.raises(ConfigError, match="confirm.top=3 is invalid"):
+        make_agent(noisy_env(), search_config(budget=20, top=3, repeats=5))
+    make_agent(noisy_env(), replace(search_config(budget=20), confirm=ConfirmConfig(top=0)))
+
+
+@pytest.mark.parametrize("key, value", [("top", -1), ("repeats", 0), ("repeats", 1), ("top", 1.5)])
+def test_bad_confirm_values_name_the_key(key, value):
+    (line,) = config_problems({"confirm": {key: value}})
+    assert line.startswith(f"confirm.{key}={value} is invalid")
