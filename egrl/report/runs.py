@@ -179,6 +179,13 @@ def paid_iterations(
     return np.cumsum(new)
 
 
+def paid_once(env: Env, cfg: dict) -> bool:
+    """Whether the run paid each map once: on a deterministic target, and on a noisy one
+    since runs confirm their best (their config has ``confirm``) and answer repeats from
+    the first reading; earlier runs on a noisy target paid every proposal."""
+    return env.deterministic or "confirm" in cfg
+
+
 def buffer_in_order(state: dict) -> tuple[dict[str, np.ndarray], list[str], int]:
     """A replay buffer ``state_dict`` as arrays in insertion order (oldest first).
 
@@ -297,7 +304,7 @@ def load_artifacts(run_dir: str | Path) -> RunArtifacts:
         checkpoint=ckpt,
         maps=maps,
         iteration=paid_iterations(
-            maps, first, env.deterministic, env.baseline_mapping, int(state["iterations"])
+            maps, first, paid_once(env, cfg), env.baseline_mapping, int(state["iterations"])
         ),
         source=arrays["source"],
         source_names=source_names,
