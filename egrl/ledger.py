@@ -167,6 +167,8 @@ class Ledger:
         #: board runs one paid map costs (the budget and ``iterations`` count board runs)
         self.readings = env.readings_per_map
         self.proposals = 0
+        #: distinct maps paid for (``iterations`` over ``readings``, without re-readings)
+        self.paid_maps = 0
         self.failed_maps = 0
         #: evaluations answered since the agent emptied it (one generation's)
         self.batch: list[Evaluation] = []
@@ -279,6 +281,7 @@ class Ledger:
             wall_s,
         )
         self.iterations += self.readings * int(answered.paid.sum())
+        self.paid_maps += int(answered.paid.sum())
         self.proposals += len(ev)
         self.failed_maps += int(answered.failed.sum())
         self.batch.append(ev)
@@ -321,6 +324,7 @@ class Ledger:
         :attr:`batch` was emptied (absent if none was)."""
         out = {
             "iterations": self.iterations,
+            "paid_maps": self.paid_maps,
             "proposals": self.proposals,
             "best_reward": self.best.reward,
             "best_speedup": self.best.speedup,
@@ -344,6 +348,7 @@ class Ledger:
         state = {
             "iterations": self.iterations,
             "proposals": self.proposals,
+            "paid_maps": self.paid_maps,
             "failed_maps": self.failed_maps,
             "best": self.best.state_dict(),
             "record": self.record.state_dict(),
@@ -359,6 +364,7 @@ class Ledger:
         self.iterations = int(state["iterations"])
         self.proposals = int(state.get("proposals", self.iterations))
         self.failed_maps = int(state.get("failed_maps", 0))
+        self.paid_maps = int(state.get("paid_maps", self.iterations // self.readings))
         self.best = Best(**state["best"])
         self.record.load_state_dict(record_state(state))
         self.cache.load_state_dict(state.get("cache"))

@@ -113,7 +113,8 @@ def test_a_noisy_run_reserves_its_confirmation_and_reports_it(tmp_path):
     assert agent.confirm_reserve == 16
     assert agent.iterations == 100  # 84 for the search, 16 for (3 + 1) maps x 4 rounds
     search_rows, last = agent.rows[:-1], agent.rows[-1]
-    assert search_rows[-1]["iterations"] == 84
+    assert search_rows[-1]["iterations"] == 84 == search_rows[-1]["paid_maps"]
+    assert last["paid_maps"] == 84  # read again: board runs, not new maps
     assert all(np.isnan(r["confirmed_speedup"]) for r in search_rows)
     found = agent.confirmation
     assert last["confirmed_speedup"] == found.best.speedup

@@ -533,3 +533,4 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
     read = sum(json.loads(line)[2] for line in log.read_text().splitlines())
     assert read == 9
     assert [r["iterations"] for r in agent.rows] == [6, 9]
+    assert [r["paid_maps"] for r in agent.rows] == [2, 3] and "paid_maps" in agent.columns

@@ -48,6 +48,9 @@ METRIC_COLUMNS = (
     "batch_mean_reward",
     "batch_valid_fraction",
 )
+#: metrics.csv column of the distinct maps paid for, where ``iterations`` (board runs)
+#: differs: a chip that reads each map several times, or a run that confirms its best
+PAID_MAPS_COLUMN = "paid_maps"
 #: how :attr:`SearchAgent.stop_reason` of a run stopped by ``time_limit_s`` begins
 TIME_LIMIT_REACHED = "time limit reached"
 TIMING_COLUMNS = ("wall_s", "t_inference", "t_evaluation", "t_learner", "t_evolution")
@@ -211,6 +214,8 @@ class SearchAgent:
         """metrics.csv's columns; a screening run adds :data:`SCREEN_COLUMNS` and
         :data:`SCREEN_TIMING_COLUMN`."""
         confirmed = confirm.COLUMNS if self.confirm_reserve else ()
+        if self.confirm_reserve or self.ledger.readings > 1:  # board runs are not maps
+            confirmed = (PAID_MAPS_COLUMN, *confirmed)
         if self.screen is None:
             return METRIC_COLUMNS + self.extra_columns + confirmed + TIMING_COLUMNS[1:]
         screening = SCREEN_COLUMNS + TIMING_COLUMNS[1:] + (SCREEN_TIMING_COLUMN,)
