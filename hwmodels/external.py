@@ -464,11 +464,33 @@ class ExternalTarget(Target):
         m = self.measure_once(np.repeat(maps, repeats, axis=0))
         b = len(maps)
         valid = m.valid.reshape(b, repeats)
+        self._warn_if_noisy(m.latency_s.reshape(b, repeats), valid)
         return Measurement(
             rectified=m.rectified[::repeats],
             valid=valid.all(axis=1),
             reassigned_ratio=m.reassigned_ratio[::repeats],
             latency_s=m.latency_s.reshape(b, repeats).mean(axis=1),
+        )
+
+    def _warn_if_noisy(self, readings: np.ndarray, valid: np.ndarray) -> None:
+        """A chip declared deterministic (``deterministic: true``) whose repeats of one map
+        ``[B, R]`` differ gets a warning that quotes them, once per target: its cache then
+        answers a map from one reading, and its speedups are as noisy as the chip."""
+        if self.deterministic is not True or getattr(self, "_warned_noisy", False):
+            return
+        ok = valid.all(axis=1)
+        differ = np.flatnonzero(ok & (readings.max(axis=1) != readings.min(axis=1)))
+        if not len(differ):
+            return
+        self._warned_noisy = True
+        row = readings[differ[0]]
+        log.warning(
+            "external chip declared deterministic, but its %d readings of one map differ "
+            "(%s s, %.2f%% apart): set hwmodel.params.deterministic=auto or false so that "
+            "the run confirms its best",
+            len(row),
+            ", ".join(f"{x:.6g}" for x in row),
+            100 * (row.max() - row.min()) / row.min(),
         )
 
     def measure_once(self, maps) -> Measurement:

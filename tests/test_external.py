@@ -253,6 +253,26 @@ def test_repeats_average_the_latency_and_a_noisy_chip_is_not_deterministic(maps)
     assert target.deterministic is False and chip_target(deterministic=True).deterministic is True
 
 
+def test_a_chip_declared_deterministic_whose_repeats_differ_is_warned_about(maps, caplog):
+    answer = {
+        "latency_s": [1.0, 3.0, 5.0, None, 2.0, 2.0],
+        "valid": [True] * 3 + [False] + [True] * 2,
+    }
+    target = answer_target(answer, repeats=2, deterministic=True)
+    with caplog.at_level("WARNING", logger="hwmodels.external"):
+        target.measure(maps)
+        target.measure(maps)  # once per target
+    (record,) = [r for r in caplog.records if "declared deterministic" in r.getMessage()]
+    assert "(1, 3 s, 200.00% apart)" in record.getMessage()
+    quiet = answer_target(
+        {"latency_s": [1.0, 1.0] * 3, "valid": [True] * 6}, repeats=2, deterministic=True
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hwmodels.external"):
+        quiet.measure(maps)
+    assert not [r for r in caplog.records if "declared deterministic" in r.getMessage()]
+
+
 #: the example chip with lognormal noise on every latency (a new draw each reading)
 NOISY = """
 import json, runpy, sys
