@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 #: the samplers by name: Optuna's TPE (with a constant liar, so that the trials of one
 #: batch differ), its Gaussian-process sampler (log expected improvement), CMA-ES (with
 #: margin, for integers), uniform random, and scrambled Sobol' quasi-random points
@@ -114,3 +116,46 @@ def storage_problem(path: str | Path) -> str | None:
 def sqlite_url(path: str | Path) -> str:
     """The SQLAlchemy URL of the SQLite file ``path`` (made absolute)."""
     return f"sqlite:///{Path(path).resolve()}"
+
+
+def step_seed(seed: int, sampler: str, step: int) -> int:
+    """The seed of the sampler built for ``step`` (a generation, a batch of trials): drawn
+    from ``seed`` and ``step``, so that a resumed search builds the same one; QMC keeps
+    ``seed``, the scrambling of its one Sobol' sequence."""
+    if sampler == "qmc":
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed), int(step)]).generate_state(1)[0])
+
+
+#: the directions a sweep may take
+DIRECTIONS = ("maximize", "minimize")
+
+
+def sweeper_problems(sweeper: dict, sweep_dir: str | Path) -> list[str]:
+    """Why the ``hydra.sweeper`` section of the project's Optuna sweeper cannot run, one
+    line each (nothing is created to find out; the storage defaults to
+    ``SWEEP_DIR/optuna.db``, whose directory the sweep makes)."""
+    problems = []
+    sampler = dict(sweeper.get("sampler") or {})
+    name = sampler.get("name")
+    if name not in SAMPLERS:
+        problems.append(
+            f"hydra.sweeper.sampler.name={name} is invalid: expected one of {', '.join(SAMPLERS)}"
+        )
+    for key in ("n_trials", "n_jobs"):
+        value = sweeper.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"hydra.sweeper.{key}={value} is invalid: expected an integer >= 1")
+    if sweeper.get("direction") not in DIRECTIONS:
+        problems.append(
+            f"hydra.sweeper.direction={sweeper.get('direction')} is invalid: expected "
+            + " or ".join(DIRECTIONS)
+        )
+    storage = sweeper.get("storage")
+    if storage is not None:
+        why = storage_problem(storage)
+        if why is not None:
+            problems.append(f"hydra.sweeper.storage={storage} cannot be written: {why}")
+    elif Path(sweep_dir).exists() and not Path(sweep_dir).is_dir():
+        problems.append(f"hydra.sweep.dir={sweep_dir} is invalid: not a directory")
+    return problems

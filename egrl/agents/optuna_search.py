@@ -51,6 +51,7 @@ from egrl.optuna_study import (
     import_optuna,
     make_sampler,
     sqlite_url,
+    step_seed,
     storage_problem,
 )
 
@@ -160,9 +161,7 @@ class OptunaAgent(SearchAgent):
     # ------------------------------------------------------------------ studies
     def _sampler(self):
         """The sampler of this generation (see the module docstring)."""
-        seed = self.seed
-        if self.options.sampler != "qmc":
-            seed = int(np.random.SeedSequence([self.seed, self.generation]).generate_state(1)[0])
+        seed = step_seed(self.seed, self.options.sampler, self.generation)
         return make_sampler(self.options.sampler, seed, self.env.deterministic)
 
     def _new_study(self, trials: list = (), attrs: dict | None = None):
