@@ -35,6 +35,7 @@ _BUILTIN_MODULES = (
     "egrl.agents.genetic",
     "egrl.agents.ngopt",
     "egrl.agents.optuna_search",
+    "egrl.agents.smac_search",
     "egrl.agents.optimum_agent",
     "egrl.agents.game_search",
     "egrl.agents.muzero",
