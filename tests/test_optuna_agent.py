@@ -48,20 +48,20 @@ def test_resume_from_the_storage_continues_as_the_uninterrupted_run(sampler, tmp
     """The storage of the finished run holds trials past the middle checkpoint: they are
     dropped, the run goes on to the same metrics, and nothing is measured twice."""
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
-    make_agent(small_env(), config(sampler), reference).run()
+    make_agent(small_env(), config(sampler, budget=64), reference).run()
     ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
     middle = ckpts[len(ckpts) // 2]
     shutil.copytree(middle, resumed / "checkpoints" / middle.name)
     shutil.copy(reference / "optuna.db", resumed / "optuna.db")
 
     env = small_env()
-    agent = make_agent(env, config(sampler), resumed)
+    agent = make_agent(env, config(sampler, budget=64), resumed)
     assert agent.resume()
     start = agent.iterations
-    assert 0 < start < 120
+    assert 0 < start < 64
     agent.run()
     assert read_metrics(resumed) == read_metrics(reference)
-    assert env.num_evaluations == 120 - start
+    assert env.num_evaluations == 64 - start
     before, after = stored(reference), stored(resumed)
     assert [t.params for t in after] == [t.params for t in before]
     assert [t.value for t in after] == [t.value for t in before]

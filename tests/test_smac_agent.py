@@ -15,7 +15,7 @@ from egrl.config import TrainConfig
 from tests.test_agents import read_metrics, small_env
 from tests.test_cli import assert_refused, egrl_train_in_process
 
-BUDGET = 48
+BUDGET = 40
 
 
 def config(seed: int = 5, budget: int = BUDGET, **options) -> TrainConfig:
@@ -25,7 +25,7 @@ def config(seed: int = 5, budget: int = BUDGET, **options) -> TrainConfig:
         progress=False,
         checkpoint_every=2,
         keep_checkpoints=1000,
-        agent=config_class("smac")(name="smac", options={"batch": 8, "n_initial": 8, **options}),
+        agent=config_class("smac")(name="smac", options={"batch": 8, "n_initial": 4, **options}),
     )
 
 
