@@ -6,8 +6,7 @@ what uses it. :func:`make_sampler` builds one of :data:`SAMPLERS` from a seed; O
 ``ExperimentalWarning`` about the samplers and arguments used here (TPE's
 ``constant_liar``, the GP and QMC samplers, CMA-ES's ``with_margin``) is not repeated at
 every build. :func:`storage_problem` says whether an SQLite file can be written without
-creating anything; :func:`sqlite_url` is its storage URL (``optuna-dashboard FILE``
-opens the file itself).
+creating anything; :func:`sqlite_url` is its storage URL (``optuna-dashboard URL``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ The study runs in memory: Optuna's database storage writes every parameter in a
 transaction of its own (a second per trial of ResNet-50's 112 parameters). Each
 generation's trials are then copied into the run's SQLite storage (``RUN_DIR/optuna.db``
 unless ``agent.storage`` names another file), one transaction per trial, so that
-``optuna-dashboard RUN_DIR/optuna.db`` shows the run as it goes. The study is named
+``optuna-dashboard sqlite:///RUN_DIR/optuna.db`` shows the run as it goes. The study is named
 after the run directory.
 
 The sampler is built anew at each generation, seeded from the run's seed and the
@@ -189,6 +189,7 @@ class OptunaAgent(SearchAgent):
         optuna = self.optuna
         url = optuna.storages.RDBStorage(sqlite_url(self.storage_path))
         names = [s.study_name for s in url.get_all_studies()]
+        log.info("study %r in %s", self.study_name, sqlite_url(self.storage_path))
         if keep is None:
             if self.study_name in names:
                 optuna.delete_study(study_name=self.study_name, storage=url)
