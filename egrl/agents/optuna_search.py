@@ -187,14 +187,14 @@ class OptunaAgent(SearchAgent):
         if self.storage_path is None:
             return None
         optuna = self.optuna
-        url = optuna.storages.RDBStorage(sqlite_url(self.storage_path))
-        names = [s.study_name for s in url.get_all_studies()]
+        rdb = optuna.storages.RDBStorage(sqlite_url(self.storage_path))
+        names = [s.study_name for s in rdb.get_all_studies()]
         log.info("study %r in %s", self.study_name, sqlite_url(self.storage_path))
         if keep is None:
             if self.study_name in names:
-                optuna.delete_study(study_name=self.study_name, storage=url)
+                optuna.delete_study(study_name=self.study_name, storage=rdb)
             return optuna.create_study(
-                storage=url, study_name=self.study_name, direction="maximize"
+                storage=rdb, study_name=self.study_name, direction="maximize"
             )
         if self.study_name not in names and len(names) == 1:
             self.study_name = names[0]  # the run directory was moved or renamed
@@ -203,7 +203,7 @@ class OptunaAgent(SearchAgent):
                 self.storage_path,
                 f"no study {self.study_name!r} to resume: the checkpoint's {keep} trials are lost",
             )
-        saved = optuna.load_study(study_name=self.study_name, storage=url)
+        saved = optuna.load_study(study_name=self.study_name, storage=rdb)
         trials = saved.get_trials(deepcopy=False)
         if len(trials) < keep:
             raise CheckpointError(
@@ -212,9 +212,9 @@ class OptunaAgent(SearchAgent):
             )
         if len(trials) > keep:
             log.info("resume: dropping %d trials after the checkpoint", len(trials) - keep)
-            optuna.delete_study(study_name=self.study_name, storage=url)
+            optuna.delete_study(study_name=self.study_name, storage=rdb)
             saved = optuna.create_study(
-                storage=url, study_name=self.study_name, direction="maximize"
+                storage=rdb, study_name=self.study_name, direction="maximize"
             )
             saved.add_trials(trials[:keep])
         return saved
