@@ -78,7 +78,7 @@ def test_the_storage_holds_every_trial_with_its_reward(tmp_path):
     assert set(first.params.values()) <= {"DRAM", "LLC", "SRAM"}  # categorical: the labels
     assert {"valid", "latency_s"} <= set(first.user_attrs)
     mapping = agent.env.random_mappings(1, np.random.default_rng(0))[0]
-    np.testing.assert_array_equal(agent._map(agent._params(mapping)), mapping)
+    np.testing.assert_array_equal(agent.decisions.mapping(agent.decisions.values(mapping)), mapping)
 
 
 def test_cma_es_and_qmc_sample_integer_choices():
@@ -106,7 +106,7 @@ def test_native_start_is_the_first_trial():
     agent = make_agent(env, config("tpe", budget=16, start="native"))
     agent.step()
     first = agent.study.get_trials()[0]
-    np.testing.assert_array_equal(agent._map(first.params), env.baseline_mapping)
+    np.testing.assert_array_equal(agent.decisions.mapping(first.params), env.baseline_mapping)
     assert agent.best.speedup >= 1.0
 
 

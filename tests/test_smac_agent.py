@@ -57,7 +57,7 @@ def test_native_start_is_the_first_configuration():
     agent = make_agent(env, config(budget=8, start="native"))
     agent.step()
     first = agent.smac.runhistory.get_configs()[0]
-    np.testing.assert_array_equal(agent._map(first), env.baseline_mapping)
+    np.testing.assert_array_equal(agent.decisions.mapping(first), env.baseline_mapping)
     assert agent.best.speedup >= 1.0
 
 

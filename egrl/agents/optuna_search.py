@@ -33,6 +33,7 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
+from egrl.agents.decisions import Decisions
 from egrl.agents.options import (
     STARTS,
     check_choice,
@@ -108,8 +109,7 @@ class OptunaAgent(SearchAgent):
         categorical = o.encoding == "categorical" or (
             o.encoding == "auto" and o.sampler in CATEGORICAL_SAMPLERS
         )
-        self.labels = [list(choices) for choices in env.heads.values()] if categorical else None
-        self.param_names = [f"{u}:{h}" for u in env.unit_names for h in env.heads]
+        self.decisions = Decisions(env, labelled=categorical)
         self.distributions = self._distributions()
         self.study_name = self.run_dir.name if self.run_dir is not None else "egrl"
         self.study = None  # in memory, made at the first generation or on resume
@@ -128,35 +128,13 @@ class OptunaAgent(SearchAgent):
         return Path(storage)
 
     def _distributions(self) -> dict:
-        """One Optuna distribution per decision, named as :attr:`param_names`."""
-        dist = self.optuna.distributions
-        choices = np.broadcast_to(self.env.num_choices, (self.env.num_units, self.env.num_heads))
-        out = {}
-        for name, (u, h) in zip(self.param_names, np.ndindex(choices.shape)):
-            if self.labels is not None:
-                out[name] = dist.CategoricalDistribution(self.labels[h])
-            else:
-                out[name] = dist.IntDistribution(0, int(choices[u, h]) - 1)
-        return out
-
-    # ------------------------------------------------------------ maps <-> params
-    def _params(self, mapping: np.ndarray) -> dict:
-        """The trial parameters of an int ``[N, H]`` map."""
-        values = np.asarray(mapping, dtype=np.int64).reshape(-1).tolist()
-        if self.labels is None:
-            return dict(zip(self.param_names, values))
-        heads = self.env.num_heads
-        return {
-            n: self.labels[i % heads][v] for i, (n, v) in enumerate(zip(self.param_names, values))
-        }
-
-    def _map(self, params: dict) -> np.ndarray:
-        """The int64 ``[N, H]`` map of a trial's parameters."""
-        values = [params[n] for n in self.param_names]
-        if self.labels is not None:
-            heads = self.env.num_heads
-            values = [self.labels[i % heads].index(v) for i, v in enumerate(values)]
-        return np.asarray(values, dtype=np.int64).reshape(self.env.num_units, self.env.num_heads)
+        """One Optuna distribution per decision, named as the decisions."""
+        dist, d = self.optuna.distributions, self.decisions
+        if d.labelled:
+            return {
+                n: dist.CategoricalDistribution(d.labels[d.head(i)]) for i, n in enumerate(d.names)
+            }
+        return {n: dist.IntDistribution(0, int(c) - 1) for n, c in zip(d.names, d.counts)}
 
     # ------------------------------------------------------------------ studies
     def _sampler(self):
@@ -224,7 +202,7 @@ class OptunaAgent(SearchAgent):
         self.study = self._new_study()
         self.saved = self._open_storage(None)
         if self.start_map is not None:
-            self.study.enqueue_trial(self._params(self.start_map))
+            self.study.enqueue_trial(self.decisions.values(self.start_map))
 
     # ------------------------------------------------------------------ search
     def step(self) -> dict:
@@ -235,7 +213,7 @@ class OptunaAgent(SearchAgent):
         trials = self.timer.measure(
             "evolution", lambda: [self.study.ask(self.distributions) for _ in range(n)]
         )
-        ev = self.evaluate(np.stack([self._map(t.params) for t in trials]), "optuna")
+        ev = self.evaluate(np.stack([self.decisions.mapping(t.params) for t in trials]), "optuna")
         self.timer.measure("evolution", self._tell, trials, ev)
         return {}
 

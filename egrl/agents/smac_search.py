@@ -30,6 +30,7 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
+from egrl.agents.decisions import Decisions
 from egrl.agents.options import (
     STARTS,
     check_positive,
@@ -110,27 +111,11 @@ class SmacAgent(SearchAgent):
         self.start_map = None  # int64 [N, H]; None: SMAC's initial design alone
         if self.start != "none":
             self.start_map = start_mappings(env, self.start, 1, self.rng)[0]
-        self.labels = [list(choices) for choices in env.heads.values()]
-        self.param_names = [f"{u}:{h}" for u in env.unit_names for h in env.heads]
+        self.decisions = Decisions(env)
         self.smac = None  # built at the first generation or on resume
         self._scratch = None  # a temporary output directory without a run directory
         self.asked: list[int] = []  # configurations asked per generation
         self.costs: list[np.ndarray] = []  # float64 costs told per generation
-
-    # ------------------------------------------------------------ maps <-> configs
-    def _values(self, mapping: np.ndarray) -> dict:
-        """The configuration values of an int ``[N, H]`` map."""
-        heads = self.env.num_heads
-        flat = np.asarray(mapping, dtype=np.int64).reshape(-1).tolist()
-        return {
-            n: self.labels[i % heads][v] for i, (n, v) in enumerate(zip(self.param_names, flat))
-        }
-
-    def _map(self, config) -> np.ndarray:
-        """The int64 ``[N, H]`` map of a configuration."""
-        heads = self.env.num_heads
-        values = [self.labels[i % heads].index(config[n]) for i, n in enumerate(self.param_names)]
-        return np.asarray(values, dtype=np.int64).reshape(self.env.num_units, heads)
 
     def _build(self):
         """A fresh SMAC facade over the map's configuration space, seeded with :attr:`seed`."""
@@ -140,8 +125,8 @@ class SmacAgent(SearchAgent):
         space = ConfigurationSpace(seed=self.seed)
         space.add(
             [
-                Categorical(n, self.labels[i % self.env.num_heads])
-                for i, n in enumerate(self.param_names)
+                Categorical(n, self.decisions.labels[self.decisions.head(i)])
+                for i, n in enumerate(self.decisions.names)
             ]
         )
         if self.run_dir is not None:
@@ -157,7 +142,9 @@ class SmacAgent(SearchAgent):
             output_directory=output,
         )
         first = (
-            [] if self.start_map is None else [Configuration(space, self._values(self.start_map))]
+            []
+            if self.start_map is None
+            else [Configuration(space, self.decisions.values(self.start_map))]
         )
         design = start_first_design(self.smac_module, scenario, self.options.n_initial, first)
         return facade(
@@ -179,7 +166,7 @@ class SmacAgent(SearchAgent):
             self.smac = self.timer.measure("evolution", self._build)
         n = min(self.options.batch, self.remaining)
         infos = self.timer.measure("evolution", lambda: [self.smac.ask() for _ in range(n)])
-        ev = self.evaluate(np.stack([self._map(i.config) for i in infos]), "smac")
+        ev = self.evaluate(np.stack([self.decisions.mapping(i.config) for i in infos]), "smac")
         costs = -np.asarray(ev.reward, dtype=np.float64)
         self.timer.measure("evolution", self._tell, infos, costs)
         self.asked.append(n)
