@@ -4,7 +4,7 @@ batches.
 Each decision (unit x head) is one categorical hyperparameter of a ConfigSpace, over the
 head's choices (``DRAM``, ``LLC``, ``SRAM`` on NNP-I). SMAC's hyperparameter-optimisation
 facade models the reward with a random forest (its mean and spread, scikit-learn's trees
-in SMAC >= 2.3) and picks each configuration by expected improvement, searched locally
+in SMAC 2.4) and picks each configuration by expected improvement, searched locally
 and at random, after ``n_initial`` Sobol' configurations (the facade's default, ten per
 hyperparameter, would be 1120 random maps on ResNet-50). The target is deterministic
 to SMAC (one measurement per configuration). A generation asks ``batch``
