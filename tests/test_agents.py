@@ -33,11 +33,13 @@ OPTIONS = {
     "sa": {"chains": 4, "steps": 2},
     "ga": {"population": 12},
     "nevergrad": {"batch": 8},
+    "optuna": {"batch": 8},
     "optimum": {"time_limit_s": 30.0, "workers": 1},
 }
 AGENTS = list(OPTIONS)
+# optuna resumes from its storage as well as its checkpoint: tests/test_optuna_agent.py
 RESUMABLE = ["random", "greedy-dp", "sa", "ga", "nevergrad"]
-STOCHASTIC = ["random", "sa", "ga", "nevergrad"]
+STOCHASTIC = ["random", "sa", "ga", "nevergrad", "optuna"]
 
 
 def small_env() -> Env:
@@ -60,6 +62,8 @@ def config(name: str, seed: int = 0, budget: int = 101, **options) -> TrainConfi
 def needs(name: str) -> None:
     if name == "nevergrad":
         pytest.importorskip("nevergrad")
+    if name == "optuna":
+        pytest.importorskip("optuna", minversion="4")
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -34,6 +34,8 @@ _BUILTIN_MODULES = (
     "egrl.agents.annealing",
     "egrl.agents.genetic",
     "egrl.agents.ngopt",
+    "egrl.agents.optuna_search",
+    "egrl.agents.smac_search",
     "egrl.agents.optimum_agent",
     "egrl.agents.game_search",
     "egrl.agents.muzero",

@@ -337,9 +337,26 @@ def sweep_problems(config: DictConfig) -> list[str]:
             line = problem(key, value, rules)
         if line is not None and line not in problems:
             problems.append(line)
+    problems += optuna_sweeper_problems(config)
     if not problems:
         problems += job_build_problems(config)
     return problems
+
+
+#: the project's Optuna sweeper (``hydra/sweeper=optuna-sqlite``)
+OPTUNA_SWEEPER = "hydra_plugins.egrl_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+
+
+def optuna_sweeper_problems(config: DictConfig) -> list[str]:
+    """The project's Optuna sweeper's settings (sampler, trials, direction, storage), one
+    line each; none for another sweeper."""
+    from egrl.optuna_study import sweeper_problems
+
+    sweeper = OmegaConf.select(config, "hydra.sweeper")
+    if sweeper is None or OmegaConf.select(sweeper, "_target_") != OPTUNA_SWEEPER:
+        return []
+    settings = OmegaConf.to_container(sweeper, resolve=True)
+    return sweeper_problems(settings, str(OmegaConf.select(config, "hydra.sweep.dir")))
 
 
 #: distinct jobs of a sweep (seeds aside) whose target and agent are built before it starts

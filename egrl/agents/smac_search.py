@@ -1,0 +1,202 @@
+"""SMAC3's Bayesian optimisation with a random forest on the map, asked and told in
+batches.
+
+Each decision (unit x head) is one categorical hyperparameter of a ConfigSpace, over the
+head's choices (``DRAM``, ``LLC``, ``SRAM`` on NNP-I). SMAC's hyperparameter-optimisation
+facade models the reward with a random forest (its mean and spread, scikit-learn's trees
+in SMAC 2.4) and picks each configuration by expected improvement, searched locally
+and at random, after ``n_initial`` Sobol' configurations (the facade's default, ten per
+hyperparameter, would be 1120 random maps on ResNet-50). The target is deterministic
+to SMAC (one measurement per configuration). A generation asks ``batch``
+configurations, measures them in one call and tells each its cost, the negated reward.
+
+SMAC is an optional extra (``pip install -e ".[smac]"``), imported only when this agent
+is built; the run does not let it configure logging. Its run history is written to
+``RUN_DIR/smac3_output`` at each checkpoint. SMAC's state cannot be checkpointed without
+pickle, so the agent records how many configurations each generation asked and the
+costs it told; resuming rebuilds SMAC with the same seed and replays those asks and
+tells (no hardware measurement, SMAC's own computation again), which restores it exactly
+because SMAC draws only from its seeded random states.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from egrl.agents import register_agent
+from egrl.agents.base import SearchAgent
+from egrl.agents.decisions import Decisions
+from egrl.agents.options import (
+    STARTS,
+    check_positive,
+    check_start,
+    parse_options,
+    start_mappings,
+)
+from egrl.config import TrainConfig
+from egrl.env import Env
+
+log = logging.getLogger(__name__)
+
+#: SMAC's files in the run directory
+OUTPUT_DIR = "smac3_output"
+#: the first configuration: ``none`` (SMAC's initial design), or a start map
+SMAC_STARTS = ("none", *STARTS)
+
+
+@dataclass(frozen=True)
+class SmacOptions:
+    """Parameters of ``agent=smac``.
+
+    Attributes:
+        batch: configurations asked per generation (measured in one call).
+        n_initial: Sobol' configurations before the forest models the rewards.
+        start: ``none`` (the initial design only), or ``native`` (the compiler's map),
+            ``initial`` (alias ``dram``), ``fallback`` or ``random``, added to the
+            initial design as its first configuration.
+    """
+
+    batch: int = 20
+    n_initial: int = 20
+    start: str = "none"
+
+
+def import_smac():
+    """The ``smac`` package, or an ImportError that says how to install it."""
+    try:
+        import smac
+    except ImportError as err:
+        raise ImportError(
+            "agent 'smac' needs the optional smac package (SMAC3): pip install -e \".[smac]\""
+        ) from err
+    logging.getLogger("smac").setLevel(logging.WARNING)
+    return smac
+
+
+def _measured_by_the_agent(config, seed: int = 0) -> float:
+    """SMAC's target function, which SMAC calls only in its own loop (``optimize``): the
+    agent asks and tells instead, measuring the maps through the run's ledger."""
+    raise RuntimeError("agent 'smac' measures maps itself: SMAC's optimize() is not used")
+
+
+def start_first_design(smac, scenario, n_configs: int, first: list):
+    """SMAC's Sobol' initial design of ``n_configs`` configurations, the configurations
+    ``first`` (the start map) before them (SMAC appends extra ones at the end)."""
+
+    class StartFirst(smac.initial_design.SobolInitialDesign):
+        def select_configurations(self) -> list:
+            configs = super().select_configurations()
+            return first + [c for c in configs if c not in first]
+
+    return StartFirst(scenario, n_configs=n_configs, additional_configs=list(first))
+
+
+@register_agent("smac")
+class SmacAgent(SearchAgent):
+    """SMAC3's random-forest Bayesian optimisation with ask/tell in batches (see the
+    module docstring)."""
+
+    def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        super().__init__(env, cfg, run_dir)
+        o = self.options = parse_options(SmacOptions, cfg)
+        check_positive(self.name, batch=o.batch, n_initial=o.n_initial)
+        self.start = check_start(self.name, "start", o.start, SMAC_STARTS)
+        self.smac_module = import_smac()
+        self.seed = int(self.rng.integers(0, 2**31 - 1))
+        self.start_map = None  # int64 [N, H]; None: SMAC's initial design alone
+        if self.start != "none":
+            self.start_map = start_mappings(env, self.start, 1, self.rng)[0]
+        self.decisions = Decisions(env)
+        self.smac = None  # built at the first generation or on resume
+        self._scratch = None  # a temporary output directory without a run directory
+        self.asked: list[int] = []  # configurations asked per generation
+        self.costs: list[np.ndarray] = []  # float64 costs told per generation
+
+    def _build(self):
+        """A fresh SMAC facade over the map's configuration space, seeded with :attr:`seed`."""
+        from ConfigSpace import Categorical, Configuration, ConfigurationSpace
+
+        facade = self.smac_module.HyperparameterOptimizationFacade
+        space = ConfigurationSpace(seed=self.seed)
+        space.add(
+            [
+                Categorical(n, self.decisions.labels[self.decisions.head(i)])
+                for i, n in enumerate(self.decisions.names)
+            ]
+        )
+        if self.run_dir is not None:
+            output = self.run_dir / OUTPUT_DIR
+        else:
+            self._scratch = self._scratch or tempfile.TemporaryDirectory(prefix="egrl-smac-")
+            output = Path(self._scratch.name)
+        scenario = self.smac_module.Scenario(
+            space,
+            deterministic=True,
+            n_trials=2**31 - 1,  # the run's budget decides when to stop
+            seed=self.seed,
+            output_directory=output,
+        )
+        first = (
+            []
+            if self.start_map is None
+            else [Configuration(space, self.decisions.values(self.start_map))]
+        )
+        design = start_first_design(self.smac_module, scenario, self.options.n_initial, first)
+        return facade(
+            scenario,
+            _measured_by_the_agent,
+            initial_design=design,
+            overwrite=True,
+            logging_level=False,
+        )
+
+    def _tell(self, infos: list, costs: np.ndarray) -> None:
+        """Tell the first ``len(costs)`` configurations their costs (float64 ``[B]``)."""
+        value = self.smac_module.runhistory.dataclasses.TrialValue
+        for info, cost in zip(infos, costs):
+            self.smac.tell(info, value(cost=float(cost)), save=False)
+
+    def step(self) -> dict:
+        if self.smac is None:
+            self.smac = self.timer.measure("evolution", self._build)
+        n = min(self.options.batch, self.remaining)
+        infos = self.timer.measure("evolution", lambda: [self.smac.ask() for _ in range(n)])
+        ev = self.evaluate(np.stack([self.decisions.mapping(i.config) for i in infos]), "smac")
+        costs = -np.asarray(ev.reward, dtype=np.float64)
+        self.timer.measure("evolution", self._tell, infos, costs)
+        self.asked.append(n)
+        self.costs.append(costs)
+        return {}
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self) -> Path:
+        """The checkpoint, and SMAC's run history in ``RUN_DIR/smac3_output``."""
+        if self.smac is not None:
+            self.smac.optimizer.save()
+        return super().save_checkpoint()
+
+    def agent_state(self) -> dict:
+        return {
+            "seed": self.seed,
+            "asked": np.array(self.asked, dtype=np.int64),
+            "costs": np.concatenate(self.costs) if self.costs else np.zeros(0),
+            "told": np.array([len(x) for x in self.costs], dtype=np.int64),
+        }
+
+    def load_agent_state(self, state: dict) -> None:
+        """Rebuild SMAC and replay the recorded asks and tells (no measurements)."""
+        self.seed = int(state["seed"])
+        self.smac = self._build()
+        costs = np.asarray(state["costs"], dtype=np.float64)
+        bounds = np.concatenate([[0], np.cumsum(state["told"])])
+        self.asked, self.costs = [], []
+        for g, n in enumerate(np.asarray(state["asked"]).tolist()):
+            told = costs[bounds[g] : bounds[g + 1]]
+            self._tell([self.smac.ask() for _ in range(n)], told)
+            self.asked.append(n)
+            self.costs.append(told.copy())

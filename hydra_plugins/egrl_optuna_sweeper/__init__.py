@@ -1,0 +1,1 @@
+"""The project's Hydra sweeper on Optuna (>= 4): ``hydra/sweeper=optuna-sqlite``."""

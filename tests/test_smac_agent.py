@@ -1,0 +1,77 @@
+"""``agent=smac``: SMAC3's random-forest Bayesian optimisation on the map: budget and run
+directory, the start map first, an exact resume by replay, and the line that says how to
+install it."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from egrl.agents import config_class, make_agent
+from egrl.config import TrainConfig
+from tests.test_agents import read_metrics, small_env
+from tests.test_cli import assert_refused, egrl_train_in_process
+
+BUDGET = 40
+
+
+def config(seed: int = 5, budget: int = BUDGET, **options) -> TrainConfig:
+    return TrainConfig(
+        seed=seed,
+        budget=budget,
+        progress=False,
+        checkpoint_every=2,
+        keep_checkpoints=1000,
+        agent=config_class("smac")(name="smac", options={"batch": 8, "n_initial": 4, **options}),
+    )
+
+
+def test_run_pays_its_budget_and_resumes_as_the_uninterrupted_run(tmp_path):
+    pytest.importorskip("smac")
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    agent = make_agent(small_env(), config(), reference)
+    best = agent.run()
+    assert agent.iterations == BUDGET == agent.env.num_evaluations
+    assert best.mapping is not None and best.speedup > 0
+    assert list((reference / "smac3_output").rglob("runhistory.json"))
+    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
+    middle = ckpts[len(ckpts) // 2]
+    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
+
+    env = small_env()
+    again = make_agent(env, config(), resumed)
+    assert again.resume()
+    start = again.iterations
+    assert 0 < start < BUDGET
+    again.run()
+    assert read_metrics(resumed) == read_metrics(reference)
+    assert env.num_evaluations == BUDGET - start
+
+
+def test_native_start_is_the_first_configuration():
+    pytest.importorskip("smac")
+    env = small_env()
+    agent = make_agent(env, config(budget=8, start="native"))
+    agent.step()
+    first = agent.smac.runhistory.get_configs()[0]
+    np.testing.assert_array_equal(agent.decisions.mapping(first), env.baseline_mapping)
+    assert agent.best.speedup >= 1.0
+
+
+def test_without_smac_the_agent_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "smac", None)
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[smac\]"'):
+        make_agent(small_env(), config())
+    run_dir = tmp_path / "run"
+    out = egrl_train_in_process(
+        "agent=smac", "workload=resnet18", "budget=10", f"hydra.run.dir={run_dir}", cwd=tmp_path
+    )
+    assert_refused(
+        out,
+        "agent=smac is invalid: agent 'smac' needs the optional smac package (SMAC3): "
+        'pip install -e ".[smac]"',
+    )
+    assert list(tmp_path.iterdir()) == []
