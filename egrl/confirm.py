@@ -7,8 +7,11 @@ at N = 100). At the end of such a run the ``confirm.top`` maps with the best rea
 read ``confirm.repeats`` times more, in rounds that read the compiler's map first and then
 each candidate, so that drift of the board over the rounds touches both sides of every
 ratio alike. Only these fresh readings score a candidate (its search reading chose it and
-is biased); the reported best is the candidate with the best mean speedup, with a 95%
-interval of that ratio of two noisy means (:func:`speedup_interval`).
+is biased), and they are split: the first half of the rounds chooses the best candidate,
+the later half scores it (the best of several noisy means overstates its map again; see
+:func:`selection_rounds`). The reported best is that candidate's mean speedup on its
+scoring rounds, with a 95% interval of that ratio of two noisy means
+(:func:`speedup_interval`).
 
 The readings are paid: the run reserves them from its budget when it starts
 (:func:`reserved_readings`), so a run never overshoots it.
@@ -35,8 +38,11 @@ class Candidate:
         search_speedup: the speedup of the reading that made it a candidate.
         readings_s: float ``[R]``: the fresh latency readings, seconds (failed ones left out).
         failed: readings the chip did not answer.
-        speedup, low, high: the mean compiler reading over the mean of ``readings_s``, and
-            its interval (:func:`speedup_interval`).
+        speedup, low, high: the mean compiler reading over the mean of its scoring
+            readings (those after the selection rounds), and its interval
+            (:func:`speedup_interval`).
+        selection_speedup: the same ratio on the selection rounds' readings, which chose
+            the best (NaN when nothing was chosen).
     """
 
     mapping: np.ndarray
@@ -46,6 +52,7 @@ class Candidate:
     speedup: float
     low: float
     high: float
+    selection_speedup: float = float("nan")
 
 
 @dataclass
@@ -60,6 +67,7 @@ class Confirmation:
         noise_cv: the coefficient of variation of the compiler's readings (the run's
             estimate of the board's noise; NaN with fewer than two).
         readings: board runs the confirmation paid.
+        selection_rounds: the first rounds, which chose the best (:func:`selection_rounds`).
     """
 
     best: Candidate
@@ -67,6 +75,7 @@ class Confirmation:
     baseline_readings_s: np.ndarray
     noise_cv: float
     readings: int
+    selection_rounds: int = 0
 
     def summary(self, mapping_to_dict: Callable[[np.ndarray], dict]) -> dict:
         """What ``best_mapping.json`` keeps of it (``confirmed``): plain JSON values."""
@@ -85,6 +94,7 @@ class Confirmation:
             "noise_cv": self.noise_cv,
             "baseline_readings_s": [float(x) for x in self.baseline_readings_s],
             "readings": self.readings,
+            "selection_rounds": self.selection_rounds,
             "candidates": [plain(c) for c in self.candidates],
         }
 
@@ -96,6 +106,7 @@ class Confirmation:
             "baseline_readings_s": self.baseline_readings_s,
             "noise_cv": self.noise_cv,
             "readings": self.readings,
+            "selection_rounds": self.selection_rounds,
         }
 
     @classmethod
@@ -108,6 +119,7 @@ class Confirmation:
             baseline_readings_s=np.asarray(state["baseline_readings_s"], np.float64),
             noise_cv=float(state["noise_cv"]),
             readings=int(state["readings"]),
+            selection_rounds=int(state.get("selection_rounds", 0)),
         )
 
     def metrics(self) -> dict:
@@ -216,24 +228,26 @@ def confirm(
         latency[r] = np.where(ran & np.isfinite(lat) & (lat > 0), lat, np.nan)
         if r == 0:
             ran_maps = np.asarray(rectified, dtype=np.int64)
-    base = latency[:, 0][np.isfinite(latency[:, 0])]
+    select = selection_rounds(len(candidates), rounds)
+    base = finite(latency[:, 0])
     found = []
     for k in range(len(candidates)):
         col = latency[:, k + 1]
-        ok = col[np.isfinite(col)]
-        speedup, low, high = speedup_interval(base, ok)
+        speedup, low, high = speedup_interval(base, finite(col[select:]))
         found.append(
             Candidate(
                 mapping=ran_maps[k + 1].copy(),
                 search_speedup=float(search_speedups[k]),
-                readings_s=ok,
+                readings_s=finite(col),
                 failed=int((~np.isfinite(col)).sum()),
                 speedup=speedup,
                 low=low,
                 high=high,
+                selection_speedup=speedup_interval(base, finite(col[:select]))[0],
             )
         )
-    scores = [c.speedup if np.isfinite(c.speedup) else -np.inf for c in found]
+    key = [c.selection_speedup if select else c.speedup for c in found]
+    scores = [x if np.isfinite(x) else -np.inf for x in key]
     cv = float(base.std(ddof=1) / base.mean()) if len(base) >= 2 else float("nan")
     return Confirmation(
         best=found[int(np.argmax(scores))],
@@ -241,4 +255,21 @@ def confirm(
         baseline_readings_s=base,
         noise_cv=cv,
         readings=rounds * len(batch) * int(readings_per_map),
+        selection_rounds=select,
     )
+
+
+def selection_rounds(candidates: int, rounds: int) -> int:
+    """Rounds that choose among ``candidates`` maps; the rest score the chosen one.
+
+    Scoring the chosen map on the readings that chose it would overstate it again (the
+    best of K noisy means sits above its own mean), so with several candidates the first
+    ``rounds // 2`` rounds choose and the later ones score (sample splitting); with one
+    candidate nothing is chosen and every round scores.
+    """
+    return rounds // 2 if candidates > 1 and rounds >= 2 else 0
+
+
+def finite(x: np.ndarray) -> np.ndarray:
+    """The finite entries of ``x`` (failed readings are NaN)."""
+    return x[np.isfinite(x)]
