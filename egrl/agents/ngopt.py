@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
+from egrl.agents.ask_tell import AskTellRecord
 from egrl.agents.base import SearchAgent
 from egrl.agents.options import (
     STARTS,
@@ -91,8 +92,7 @@ class NevergradAgent(SearchAgent):
         self.init_map = None  # int64 [N, H]; None: the center
         if self.init != "center":
             self.init_map = start_mappings(env, self.init, 1, self.rng)[0]
-        self.asked: list[int] = []  # candidates asked per generation
-        self.losses: list[np.ndarray] = []  # float64 losses told per generation
+        self.record_of_asks = AskTellRecord("losses")
         self.optimizer = self._build()
         self.optimizer_name = str(getattr(self.optimizer.optim, "name", "NGOpt"))
         log.info("NGOpt picked %s", self.optimizer_name)
@@ -131,28 +131,15 @@ class NevergradAgent(SearchAgent):
         ev = self.evaluate(np.stack([self._candidate_map(c) for c in candidates]), "nevergrad")
         losses = -np.asarray(ev.reward, dtype=np.float64)
         self.timer.measure("evolution", self._tell, candidates, losses)
-        self.asked.append(n)
-        self.losses.append(losses)
+        self.record_of_asks.add(n, losses)
         return {"optimizer": self.optimizer_name}
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
-        return {
-            "seed": self.seed,
-            "asked": np.array(self.asked, dtype=np.int64),
-            "losses": np.concatenate(self.losses) if self.losses else np.zeros(0),
-            "told": np.array([len(x) for x in self.losses], dtype=np.int64),
-        }
+        return {"seed": self.seed, **self.record_of_asks.state_dict()}
 
     def load_agent_state(self, state: dict) -> None:
         """Rebuild NGOpt and replay the recorded asks and tells (no evaluations)."""
         self.seed = int(state["seed"])
         self.optimizer = self._build()
-        losses = np.asarray(state["losses"], dtype=np.float64)
-        bounds = np.concatenate([[0], np.cumsum(state["told"])])
-        self.asked, self.losses = [], []
-        for g, n in enumerate(np.asarray(state["asked"]).tolist()):
-            told = losses[bounds[g] : bounds[g + 1]]
-            self._tell([self.optimizer.ask() for _ in range(n)], told)
-            self.asked.append(n)
-            self.losses.append(told.copy())
+        self.record_of_asks.replay(state, self.optimizer.ask, self._tell)

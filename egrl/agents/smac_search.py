@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
+from egrl.agents.ask_tell import AskTellRecord
 from egrl.agents.base import SearchAgent
 from egrl.agents.decisions import Decisions
 from egrl.agents.options import (
@@ -114,8 +115,7 @@ class SmacAgent(SearchAgent):
         self.decisions = Decisions(env)
         self.smac = None  # built at the first generation or on resume
         self._scratch = None  # a temporary output directory without a run directory
-        self.asked: list[int] = []  # configurations asked per generation
-        self.costs: list[np.ndarray] = []  # float64 costs told per generation
+        self.record_of_asks = AskTellRecord("costs")
 
     def _build(self):
         """A fresh SMAC facade over the map's configuration space, seeded with :attr:`seed`."""
@@ -169,8 +169,7 @@ class SmacAgent(SearchAgent):
         ev = self.evaluate(np.stack([self.decisions.mapping(i.config) for i in infos]), "smac")
         costs = -np.asarray(ev.reward, dtype=np.float64)
         self.timer.measure("evolution", self._tell, infos, costs)
-        self.asked.append(n)
-        self.costs.append(costs)
+        self.record_of_asks.add(n, costs)
         return {}
 
     # ------------------------------------------------------------ checkpoints
@@ -181,22 +180,10 @@ class SmacAgent(SearchAgent):
         return super().save_checkpoint()
 
     def agent_state(self) -> dict:
-        return {
-            "seed": self.seed,
-            "asked": np.array(self.asked, dtype=np.int64),
-            "costs": np.concatenate(self.costs) if self.costs else np.zeros(0),
-            "told": np.array([len(x) for x in self.costs], dtype=np.int64),
-        }
+        return {"seed": self.seed, **self.record_of_asks.state_dict()}
 
     def load_agent_state(self, state: dict) -> None:
         """Rebuild SMAC and replay the recorded asks and tells (no measurements)."""
         self.seed = int(state["seed"])
         self.smac = self._build()
-        costs = np.asarray(state["costs"], dtype=np.float64)
-        bounds = np.concatenate([[0], np.cumsum(state["told"])])
-        self.asked, self.costs = [], []
-        for g, n in enumerate(np.asarray(state["asked"]).tolist()):
-            told = costs[bounds[g] : bounds[g + 1]]
-            self._tell([self.smac.ask() for _ in range(n)], told)
-            self.asked.append(n)
-            self.costs.append(told.copy())
+        self.record_of_asks.replay(state, self.smac.ask, self._tell)
