@@ -71,13 +71,20 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        """The run spent its whole budget, down to less than one map's board runs (a
-        reference agent: it recorded its answer)."""
+        """The run spent its whole budget, down to less than one map's board runs, or
+        confirmed its best (a reference agent: it recorded its answer)."""
         if len(self.iterations) == 0:
             return False
         readings = int(self.config.get("hwmodel.params.repeats") or 1)
         left = self.budget - int(self.iterations[-1])
-        return self.agent in REFERENCE_AGENTS or left < readings
+        return self.agent in REFERENCE_AGENTS or left < readings or self.confirmed
+
+    @property
+    def confirmed(self) -> bool:
+        """The run read its best again (a noisy target's last step, which may leave a few
+        board runs of the budget unspent: whole rounds only)."""
+        value = self.last_row.get("confirmed_speedup", "")
+        return value not in ("", "nan")
 
     @property
     def final_speedup(self) -> float:

@@ -13,6 +13,7 @@ from egrl import confirm, make_env
 from egrl.agents import config_class, make_agent
 from egrl.config import ConfirmConfig, TrainConfig, config_problems
 from egrl.rundir import RunDir
+from egrl.runs import Run
 from egrl.validation import ConfigError
 from tests.nnpi_workloads import residual
 
@@ -163,6 +164,51 @@ def test_a_noisy_run_reserves_its_confirmation_and_reports_it(tmp_path):
     saved = json.loads(RunDir(tmp_path).best_map.read_text())["confirmed"]
     assert saved["speedup"] == found.best.speedup and saved["readings"] == 16
     assert len(saved["candidates"][0]["readings_s"]) == 4
+
+
+def test_a_run_that_confirmed_is_complete_though_whole_rounds_left_board_runs(tmp_path):
+    """top=4, repeats=5 reserve (4 + 1) x 5 = 25 readings; with two candidates found, rounds
+    of 3 maps: 8 rounds, 24 readings, one board run of the budget left unspent."""
+    env = noisy_env()
+    cfg = search_config(budget=60, top=4, repeats=5)
+    agent = make_agent(env, cfg, tmp_path)
+    agent.record.add = _keep_two(agent.record.add)
+    agent.run()
+    assert len(agent.confirmation.candidates) == 2 and agent.iterations == 59
+    run = Run(
+        tmp_path,
+        "random",
+        "w",
+        "nnpi",
+        1,
+        60,
+        {},
+        {},
+        np.array([35, 59]),
+        np.ones(2),
+        np.ones(2),
+        {"confirmed_speedup": "1.2"},
+    )
+    assert run.confirmed and run.complete
+    assert not replace(run, last_row={"confirmed_speedup": "nan"}).complete
+    again = make_agent(noisy_env(seed=1), cfg, tmp_path)
+    assert again.resume() and again.done  # nothing more to search
+
+
+def _keep_two(add):
+    """The record's ``add`` with every map after the second a copy of the first two."""
+    seen: list = []
+
+    def keep(actions, rewards, source, done=True):
+        actions = np.array(actions, copy=True)
+        for i in range(len(actions)):
+            if len(seen) < 2:
+                seen.append(actions[i].copy())
+            else:
+                actions[i] = seen[i % 2]
+        return add(actions, rewards, source, done)
+
+    return keep
 
 
 def test_a_finished_noisy_run_resumed_does_not_confirm_again(tmp_path):

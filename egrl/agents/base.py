@@ -424,8 +424,12 @@ class SearchAgent:
         if self.screen is not None:
             self.screen.load_state_dict(state.get("screen"))
         if state.get("confirmation") is not None:
-            self.confirmation = confirm.Confirmation.from_state(state["confirmation"])
-            self.ledger.budget += self.confirm_reserve  # spent: the search may use the rest
+            # a run resumed after its confirmation is done, unless its budget has room
+            # for more search and another confirmation (then it searches on)
+            room = self.cfg.budget - self.iterations - self.confirm_reserve
+            if room < self.env.readings_per_map:
+                self.confirmation = confirm.Confirmation.from_state(state["confirmation"])
+                self.ledger.budget = self.iterations
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/gen_XXXXXX`` atomically and prune old ones."""
