@@ -122,6 +122,8 @@ def test_analysis_finds_the_best_agents_and_tests_against_the_toolkits(study):
     _, p, share = tpe.tests["peer"]
     assert p < 0.01 and share == 0.0  # every EA run got to TPE's final first
     assert peers.halves_the_peer(nnpi) and not peers.peers_above(nnpi)
+    ea.to_peer = np.full(5, 250.0)  # first still, but past half the budget
+    assert not peers.halves_the_peer(nnpi)
     assert chip.source == "runs" and chip.reference == pytest.approx(1.24)
     assert [a.agent for a in peers.peers_above(chip)] == ["optuna-tpe"]
     assert not peers.halves_the_peer(chip)  # EA never reaches TPE's median final, 1.22
@@ -133,7 +135,10 @@ def test_the_section_says_which_targets_are_met_and_who_wins(study, tmp_path):
     page = runner.Page(tmp_path / "page.md", tmp_path / "figures", "python -m studies run peers")
     text = peers.render(cfg, result, page)
     assert "a peer ends above on chip-resnet50 (optuna-tpe)" in text
-    assert "p < 0.05, on at least 3 problems: **not met**, on 1 of 2 (nnpi-resnet101)" in text
+    assert (
+        "in a median of at most 200 paid measurements, p < 0.05 against the best peer's samples "
+        "to it, on at least 3 problems: **not met**, on 1 of 2 (nnpi-resnet101)." in text
+    )
     assert (
         "**chip-resnet50**: a peer wins, optuna-tpe (1.2200 ± 0.0158), +8.9% over the toolkit's "
         "best, ea (1.1200 ± 0.0158; p = 0.008, 100%)." in text
