@@ -240,13 +240,13 @@ def peers_above(result: PeersResult) -> list[AgentResult]:
 
 def halves_the_peer(result: PeersResult) -> bool:
     """The toolkit's best agent reaches the best peer's median final (at the budget) in a
-    median of at most ``SHARE`` x the budget paid measurements, and its samples to it
-    differ from the best peer's with Mann-Whitney p < ``ALPHA``."""
+    median of at most ``SHARE`` x the budget paid measurements, and first: its samples to
+    it are below the best peer's (Mann-Whitney p < ``ALPHA``, most pairs its way)."""
     if result.best_peer is None or result.peer_final is None:
         return False
     mine = float(np.median(result.agent(result.best).to_peer))
-    p = result.agent(result.best_peer).tests["peer"][1]
-    return bool(mine <= SHARE * result.budget and p < ALPHA)
+    _, p, peer_first = result.agent(result.best_peer).tests["peer"]
+    return bool(mine <= SHARE * result.budget and p < ALPHA and peer_first < 0.5)
 
 
 def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:

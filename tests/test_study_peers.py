@@ -122,6 +122,9 @@ def test_analysis_finds_the_best_agents_and_tests_against_the_toolkits(study):
     _, p, share = tpe.tests["peer"]
     assert p < 0.01 and share == 0.0  # every EA run got to TPE's final first
     assert peers.halves_the_peer(nnpi) and not peers.peers_above(nnpi)
+    tpe.tests["peer"] = (25.0, 0.001, 1.0)  # within half the budget, but the peer first
+    assert not peers.halves_the_peer(nnpi)
+    tpe.tests["peer"] = (0.0, 0.001, 0.0)
     ea.to_peer = np.full(5, 250.0)  # first still, but past half the budget
     assert not peers.halves_the_peer(nnpi)
     assert chip.source == "runs" and chip.reference == pytest.approx(1.24)
