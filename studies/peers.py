@@ -374,7 +374,8 @@ def plot_problem(result: PeersResult, path: Path) -> Path:
     """Median best speedup against paid samples: the toolkit's agents solid, peers dashed."""
     from matplotlib import colormaps
 
-    colours = colormaps["tab20"].colors
+    tab20 = colormaps["tab20"].colors
+    colours = [*tab20[0::2], *tab20[1::2]]  # the ten strong colours, then their light ones
     series = [
         (a.agent, a.cell.runs, "--" if a.peer else "-", colours[i % len(colours)])
         for i, a in enumerate(result.agents)
