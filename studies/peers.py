@@ -31,7 +31,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from studies import model_search, screening
-from studies.render import markdown_table, plot_median_curves, reproduce
+from studies.render import left_out, markdown_table, plot_median_curves, reproduce
 from studies.runner import Page, RunSpec, StudyError, script_label
 from studies.screening import CellResult, test_text
 from studies.stats import compare, format_mean_std, format_samples, median_range, samples_to_level
@@ -428,6 +428,26 @@ def problem_markdown(result: PeersResult, figure: str) -> list[str]:
     ]
 
 
+def missing_notes(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
+    """Per problem, the plan's agents it did not run (``problem_only``) and those without a
+    finished run; a problem with no result at all."""
+    found = {r.problem: r for r in results}
+    notes = []
+    for problem in cfg.problems:
+        if problem not in found:
+            notes.append(f"{problem}: no finished run of the toolkit's agents")
+            continue
+        planned = screening.agents_of(cfg, problem)
+        ran = {a.agent for a in found[problem].agents}
+        skipped = [a for a in cfg.agents if a not in planned]
+        if skipped:
+            notes.append(f"{problem}: {', '.join(skipped)} not run (the plan's `problem_only`)")
+        unfinished = [a for a in planned if a not in ran]
+        if unfinished:
+            notes.append(f"{problem}: {', '.join(unfinished)} without a finished run")
+    return notes
+
+
 def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
     """The ``peers`` section; one figure per problem, ``peers_<problem>.png``."""
     lines = ["## Peers: the toolkit's agents against Optuna, SMAC, Nevergrad and random", ""]
@@ -443,6 +463,7 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
         ]
         lines += ["Who wins each problem at the budget (mean final):", ""]
         lines += [f"- {winner_line(r)}" for r in result] + [""]
+    lines += left_out(missing_notes(cfg, result))
     for r in result:
         png = plot_problem(r, page.figure(f"peers_{r.problem}.png"))
         lines += problem_markdown(r, page.link(png))

@@ -156,6 +156,23 @@ def test_the_section_says_which_targets_are_met_and_who_wins(study, tmp_path):
     for problem in ("nnpi-resnet101", "chip-resnet50"):
         assert f"![{problem}](figures/peers_{problem}.png)" in text
         assert (tmp_path / "figures" / f"peers_{problem}.png").stat().st_size > 0
+    assert "Left out:\n\n- chip-resnet50: sa, random without a finished run\n" in text
+    # a problem that runs only some agents, one without runs, a problem without any run
+    partial = runner.load_plan(
+        "peers",
+        [
+            f"out={study}",
+            "problems=[nnpi-resnet101,chip-resnet50,chip-resnet101]",
+            "agents=[ea,sa,optuna-tpe,random,smac]",
+            "peers=[optuna-tpe,random,smac]",
+            "problem_only={chip-resnet50: {agents: [ea,optuna-tpe]}}",
+        ],
+    )
+    assert peers.missing_notes(partial, peers.analyse(partial, study)) == [
+        "nnpi-resnet101: smac without a finished run",
+        "chip-resnet50: sa, random, smac not run (the plan's `problem_only`)",
+        "chip-resnet101: no finished run of the toolkit's agents",
+    ]
     # the first target holds once no peer ends above: with the chip problem alone missing
     only = runner.load_plan("peers", [f"out={study}", "problems=[nnpi-resnet101]"])
     lines = peers.target_lines(only, [result[0]])
