@@ -5,8 +5,8 @@ agents as egrl-train overrides (the toolkit's EA, SA, GA, EGRL and EA with model
 Optuna's TPE, GP and CMA-ES samplers, SMAC, Nevergrad's NGOpt and random search) and which
 of them are ``peers``: the rest are the toolkit's. Every agent runs on every problem for
 ``seeds`` seeds at one ``budget`` of paid measurements, in ``OUT/<problem>/<agent>/seed<S>``;
-a costly problem may run only some agents (``problem_only``, as in
-:mod:`studies.screening`). The runs are the budget's, read at ``early`` paid measurements
+a costly agent may run on some problems only (``agent_problems``), and a costly problem
+only some agents (``problem_only``, as in :mod:`studies.screening`). The runs are the budget's, read at ``early`` paid measurements
 too (as :mod:`studies.model_search` reads them).
 
 Each run is read against the problem's reference (:func:`studies.screening.reference_of`:
@@ -55,15 +55,26 @@ def group(problem: str, agent: str) -> str:
 
 def check(cfg: DictConfig) -> None:
     """The screening study's checks (:func:`studies.screening.check`), and: ``early`` within
-    the budget; every peer is one of the plan's agents; the toolkit has an agent."""
+    the budget; every peer and agent of ``agent_problems`` has overrides; the toolkit has
+    an agent."""
     screening.check(cfg)
     if not 1 <= int(cfg.early) <= int(cfg.budget):
         raise StudyError(f"{cfg.study}: early={cfg.early} is invalid: expected 1 .. budget")
-    unknown = [p for p in cfg.peers if p not in cfg.agent_overrides]
-    if unknown:
-        raise StudyError(f"{cfg.study}: peer {unknown[0]!r} has no overrides in the plan")
+    for kind, names in (("peer", cfg.peers), ("agent", cfg.get("agent_problems") or {})):
+        unknown = [n for n in names if n not in cfg.agent_overrides]
+        if unknown:
+            raise StudyError(f"{cfg.study}: {kind} {unknown[0]!r} has no overrides in the plan")
     if all(a in cfg.peers for a in cfg.agents):
         raise StudyError(f"{cfg.study}: every agent is a peer: no agent of the toolkit")
+
+
+def agents_of(cfg: DictConfig, problem: str) -> list[str]:
+    """The agents a problem runs (:func:`studies.screening.agents_of`: the plan's, or those
+    of ``problem_only``), less those that ``agent_problems`` keeps to other problems (a
+    costly agent on a few problems; a null list: every problem)."""
+    limits = cfg.get("agent_problems") or {}
+    names = screening.agents_of(cfg, problem)
+    return [a for a in names if limits.get(a) is None or problem in limits[a]]
 
 
 def spec(cfg: DictConfig, problem: str, agent: str, seed: int) -> RunSpec:
@@ -77,12 +88,12 @@ def spec(cfg: DictConfig, problem: str, agent: str, seed: int) -> RunSpec:
 
 
 def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
-    """One stage: every problem x agent (:func:`studies.screening.agents_of`) x seed."""
+    """One stage: every problem x agent (:func:`agents_of`) x seed."""
     check(cfg)
     yield [
         spec(cfg, problem, agent, seed)
         for problem in cfg.problems
-        for agent in screening.agents_of(cfg, problem)
+        for agent in agents_of(cfg, problem)
         for seed in range(int(cfg.seeds))
     ]
 
@@ -183,10 +194,7 @@ def add_tests(result: PeersResult) -> None:
 
 def problem_result(cfg: DictConfig, out: Path, problem: str) -> PeersResult | None:
     """Every agent of ``problem``; None when no agent of the toolkit finished a run."""
-    runs = {
-        a: screening.finished_runs(out / group(problem, a))
-        for a in screening.agents_of(cfg, problem)
-    }
+    runs = {a: screening.finished_runs(out / group(problem, a)) for a in agents_of(cfg, problem)}
     every = [r for rs in runs.values() for r in rs]
     if not every:
         log.warning("%s: no finished run", problem)
@@ -429,19 +437,19 @@ def problem_markdown(result: PeersResult, figure: str) -> list[str]:
 
 
 def missing_notes(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
-    """Per problem, the plan's agents it did not run (``problem_only``) and those without a
-    finished run; a problem with no result at all."""
+    """Per problem, the plan's agents it did not run (``agent_problems``, ``problem_only``)
+    and those without a finished run; a problem with no result at all."""
     found = {r.problem: r for r in results}
     notes = []
     for problem in cfg.problems:
         if problem not in found:
             notes.append(f"{problem}: no finished run of the toolkit's agents")
             continue
-        planned = screening.agents_of(cfg, problem)
+        planned = agents_of(cfg, problem)
         ran = {a.agent for a in found[problem].agents}
         skipped = [a for a in cfg.agents if a not in planned]
         if skipped:
-            notes.append(f"{problem}: {', '.join(skipped)} not run (the plan's `problem_only`)")
+            notes.append(f"{problem}: {', '.join(skipped)} not run here (the plan's limits)")
         unfinished = [a for a in planned if a not in ran]
         if unfinished:
             notes.append(f"{problem}: {', '.join(unfinished)} without a finished run")

@@ -20,9 +20,16 @@ def test_the_plan_runs_every_agent_on_every_problem(tmp_path):
     problems = list(cfg.problems)
     assert "nnpi-resnet101" in problems and "chip-resnet101" in problems
     assert sum(p.startswith("mcm-") for p in problems) == 3
-    assert len(stage) == len(problems) * 11 * 5
-    assert {s.group for s in stage} == {f"{p}/{a}" for p in problems for a in (*TOOLKIT, *PEERS)}
     assert set(cfg.peers) == set(PEERS)
+    # the GP sampler, the costly peer, on the smallest problem of each kind only
+    gp = {"chip-resnet50", "mcm-mobilenet-d50-w50-k5-e4"}
+    assert {s.group for s in stage} == {
+        f"{p}/{a}" for p in problems for a in (*TOOLKIT, *PEERS) if a != "optuna-gp" or p in gp
+    }
+    assert len(stage) == (len(problems) * 11 - (len(problems) - 2)) * 5 == 310
+    every = runner.load_plan("peers", [f"out={tmp_path}", "agent_problems.optuna-gp=null"])
+    (stage,) = list(peers.plan(every, tmp_path))
+    assert len(stage) == len(problems) * 11 * 5
     runs = {s.path: s for s in stage}
     assert runs["chip-resnet50/ea-search/seed4"].overrides[-4:] == (
         "agent=ea",
@@ -53,7 +60,7 @@ def test_a_costly_problem_runs_only_its_agents(tmp_path):
     (stage,) = list(peers.plan(cfg, tmp_path))
     groups = {s.group for s in stage if s.group.startswith("mcm-efficientnet-b0/")}
     assert groups == {f"mcm-efficientnet-b0/{a}" for a in ("ea", "sa", "optuna-tpe", "random")}
-    assert sum(s.group.startswith("nnpi-resnet101/") for s in stage) == 11
+    assert sum(s.group.startswith("nnpi-resnet101/") for s in stage) == 10  # no GP
 
 
 @pytest.mark.parametrize(
@@ -63,6 +70,7 @@ def test_a_costly_problem_runs_only_its_agents(tmp_path):
         ("peers=[optuna-tpe,bogus]", "peer 'bogus' has no overrides"),
         ("agents=[optuna-tpe,random]", "no agent of the toolkit"),
         ("agents=[ea,bogus]", "agent 'bogus' has no overrides"),
+        ("agent_problems={bogus: [chip-resnet50]}", "agent 'bogus' has no overrides"),
     ],
 )
 def test_a_bad_plan_is_refused(tmp_path, override, message):
@@ -170,7 +178,7 @@ def test_the_section_says_which_targets_are_met_and_who_wins(study, tmp_path):
     )
     assert peers.missing_notes(partial, peers.analyse(partial, study)) == [
         "nnpi-resnet101: smac without a finished run",
-        "chip-resnet50: sa, random, smac not run (the plan's `problem_only`)",
+        "chip-resnet50: sa, random, smac not run here (the plan's limits)",
         "chip-resnet101: no finished run of the toolkit's agents",
     ]
     # the first target holds once no peer ends above: with the chip problem alone missing
