@@ -6,8 +6,9 @@ Optuna's TPE, GP and CMA-ES samplers, SMAC, Nevergrad's NGOpt and random search)
 of them are ``peers``: the rest are the toolkit's. Every agent runs on every problem for
 ``seeds`` seeds at one ``budget`` of paid measurements, in ``OUT/<problem>/<agent>/seed<S>``;
 a costly agent may run on some problems only (``agent_problems``), and a costly problem
-only some agents (``problem_only``, as in :mod:`studies.screening`). The runs are the budget's, read at ``early`` paid measurements
-too (as :mod:`studies.model_search` reads them).
+only some agents (``problem_only``, as in :mod:`studies.screening`). The runs are the
+budget's, read at ``early`` paid measurements too (as :mod:`studies.model_search` reads
+them).
 
 Each run is read against the problem's reference (:func:`studies.screening.reference_of`:
 the proven optimum, else the best known value). Per problem and agent the section gives
