@@ -114,17 +114,22 @@ def only(cfg: DictConfig, problem: str, kind: str, names: list[str]) -> list[str
 
 
 def check(cfg: DictConfig) -> None:
-    """Every named problem, agent and screen has its overrides; seeds and budget >= 1."""
+    """Every named problem, agent and screen has its overrides; seeds and budget >= 1.
+
+    A plan without ``screens`` (a study of agents alone) has no screens to check."""
     for name in ("seeds", "budget"):
         if int(cfg[name]) < 1:
             raise StudyError(f"{cfg.study}: {name}={cfg[name]} is invalid: expected >= 1")
     pretrain = cfg.get("pretrain") or {}
     problems = [*cfg.problems, *pretrain.get("problems", [])]
-    for kind, names, table in (
+    tables = [
         ("problem", problems, cfg.problem_overrides),
         ("agent", [a for p in cfg.problems for a in agents_of(cfg, p)], cfg.agent_overrides),
-        ("screen", [s for p in cfg.problems for s in screens_of(cfg, p)], cfg.screen_overrides),
-    ):
+    ]
+    if cfg.get("screens") is not None:
+        screens = [s for p in cfg.problems for s in screens_of(cfg, p)]
+        tables.append(("screen", screens, cfg.screen_overrides))
+    for kind, names, table in tables:
         for name in names:
             if name not in table:
                 raise StudyError(f"{cfg.study}: {kind} {name!r} has no overrides in the plan")
