@@ -264,10 +264,11 @@ def selection_rounds(candidates: int, rounds: int) -> int:
 
     Scoring the chosen map on the readings that chose it would overstate it again (the
     best of K noisy means sits above its own mean), so with several candidates the first
-    ``rounds // 2`` rounds choose and the later ones score (sample splitting); with one
-    candidate nothing is chosen and every round scores.
+    ``rounds // 2`` rounds choose and the later ones score (sample splitting). With one
+    candidate nothing is chosen, and with fewer than four rounds the later half would be
+    one reading, too few for an interval: every round scores then.
     """
-    return rounds // 2 if candidates > 1 and rounds >= 2 else 0
+    return rounds // 2 if candidates > 1 and rounds >= 4 else 0
 
 
 def finite(x: np.ndarray) -> np.ndarray:
