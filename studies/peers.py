@@ -426,15 +426,7 @@ def chip_text(cfg: DictConfig) -> str:
 
 
 def problem_markdown(result: PeersResult, figure: str) -> list[str]:
-    name = "optimum" if result.source == "proven" else f"best known ({result.source})"
-    return [
-        f"### {result.problem} (budget {result.budget}, {name} {result.reference:.4f}x)",
-        "",
-        table_markdown(result),
-        "",
-        f"![{result.problem}]({figure})",
-        "",
-    ]
+    return screening.problem_block(result, table_markdown(result), figure)
 
 
 def missing_notes(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:

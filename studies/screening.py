@@ -438,11 +438,17 @@ def intro(cfg: DictConfig, machine: str) -> str:
 
 
 def problem_markdown(result: ProblemResult, figure: str) -> list[str]:
+    return problem_block(result, table_markdown(result), figure)
+
+
+def problem_block(result, table: str, figure: str) -> list[str]:
+    """A problem's heading (budget and reference), its table and its figure; ``result``
+    has ``problem``, ``budget``, ``reference`` and ``source`` (as :class:`ProblemResult`)."""
     name = "optimum" if result.source == "proven" else f"best known ({result.source})"
     return [
         f"### {result.problem} (budget {result.budget}, {name} {result.reference:.4f}x)",
         "",
-        table_markdown(result),
+        table,
         "",
         f"![{result.problem}]({figure})",
         "",
