@@ -97,6 +97,14 @@ def default_reward(name: str) -> str:
     return getattr(_REGISTRY.get(name), "default_reward", "egrl")
 
 
+def reading_params(name: str) -> tuple[str, ...]:
+    """The parameters of the hardware model ``name`` that say how its chip is read rather
+    than what a map costs (its class's ``reading_params``; none for a factory that
+    declares none)."""
+    _load_builtins()
+    return tuple(getattr(_REGISTRY.get(name), "reading_params", ()))
+
+
 def names() -> list[str]:
     """Names of the registered hardware models."""
     _load_builtins()
@@ -129,6 +137,7 @@ __all__ = [
     "import_module",
     "make",
     "names",
+    "reading_params",
     "register",
     "workload_graph",
 ]

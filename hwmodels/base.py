@@ -239,6 +239,9 @@ class HardwareModel(ABC):
     #: had to repair earns the negative re-assignment ratio, EGRL's Algorithm 1) or
     #: ``repaired`` (the reward of its repair, as the multi-chip paper scores a partition)
     default_reward: str = "egrl"
+    #: parameters that say how the chip is read, not what a map costs on it (a timeout,
+    #: retries, repeats): runs that differ only in these measured the same chip
+    reading_params: tuple[str, ...] = ()
 
     @abstractmethod
     def bind(self, workload: Workload) -> Target:

@@ -669,6 +669,14 @@ class ExternalModel(HardwareModel):
     """
 
     name = "external"
+    reading_params = (
+        "timeout_s",
+        "retries",
+        "batch_size",
+        "inline_workload",
+        "deterministic",
+        "repeats",
+    )
 
     def __init__(
         self,

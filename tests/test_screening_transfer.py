@@ -14,7 +14,7 @@ import workloads
 from egrl import make_env
 from egrl.agents import make_agent, train_config
 from egrl.rundir import RunDir
-from egrl.screening.earlier import load_measured
+from egrl.screening.earlier import foreign_problem, load_measured
 from egrl.screening.features import Featurizer, choice_shares
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import spearman
@@ -101,10 +101,43 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
     other = earlier_run(tmp_path / "mcm", "resnet18", hwmodel="mcm", budget=10)
     out = egrl_train_in_process(*args, f"screen.init_from={other}", cwd=tmp_path)
     assert out.returncode == 2 and "that run's hwmodel is" in out.stderr
+    swept = egrl_train_in_process(
+        "-m", *args, f"screen.init_from={other}", "seed=0,1", cwd=tmp_path
+    )
+    assert swept.returncode == 2 and "that run's hwmodel is" in swept.stderr
+    assert not (tmp_path / "multirun").exists()
     assert_refused(
         egrl_train_in_process(*args, "screen.prior=bogus", cwd=tmp_path),
         "screen.prior=bogus is invalid: expected one of nnpi or null",
     )
+
+
+def test_an_earlier_chip_run_is_read_without_its_chip(tmp_path):
+    """The earlier run's chip is not asked anything: its command may be gone."""
+    chip = [sys.executable, str(ROOT / "examples" / "external_chip.py")]
+    env = make_env("external", "resnet18", command=chip, deterministic=True)
+    cfg = {"seed": 0, "budget": 12, "progress": False, "agent": {"name": "random"}}
+    agent = make_agent(env, train_config(cfg), run_dir=tmp_path / "run")
+    agent.run()
+    agent.save_checkpoint()
+    gone = [sys.executable, str(tmp_path / "removed-checkout" / "external_chip.py")]
+    params = {"command": gone, "deterministic": True}
+    config = {**cfg, "hwmodel": {"name": "external", "params": params}}
+    RunDir(tmp_path / "run").write_config({**config, "workload": {"name": "resnet18"}})
+    measured = load_measured(tmp_path / "run")
+    assert len(measured) == 12 and measured.domain.num_units == env.num_units
+    assert measured.domain.graph.x.shape == env.graph.x.shape
+
+
+def test_runs_read_differently_measured_the_same_chip():
+    """How a chip is read (timeout, retries, repeats, deterministic) does not make it
+    another chip; its command does."""
+    mine = {"hwmodel": {"name": "external", "params": {"command": "chip", "timeout_s": 60}}}
+    read_otherwise = {"timeout_s": 5, "retries": 0, "deterministic": "auto", "repeats": 3}
+    theirs = {"hwmodel": {"name": "external", "params": {"command": "chip", **read_otherwise}}}
+    assert foreign_problem(Path("run"), theirs, mine) is None
+    other = {"hwmodel": {"name": "external", "params": {"command": "other-chip"}}}
+    assert "that run's hwmodel is" in foreign_problem(Path("run"), other, mine)
 
 
 @pytest.mark.slow

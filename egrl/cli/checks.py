@@ -381,8 +381,9 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 def job_build_problems(config: DictConfig) -> list[str]:
-    """:func:`build_problems` of every distinct job of a sweep (jobs that differ only in
-    their seed are built once; the first :data:`MAX_JOBS_BUILT` of them), each line once."""
+    """:func:`build_problems` of every distinct job of a sweep, and the runs its
+    ``screen.init_from`` names (jobs that differ only in their seed are built once; the
+    first :data:`MAX_JOBS_BUILT` of them), each line once."""
     import json
 
     from hydra.core.global_hydra import GlobalHydra
@@ -412,7 +413,7 @@ def job_build_problems(config: DictConfig) -> list[str]:
         seen.add(key)
         if len(seen) > MAX_JOBS_BUILT:
             break
-        for line in build_problems(task):
+        for line in earlier_run_problems(task) + build_problems(task):
             if line not in problems:
                 problems.append(line)
     return problems

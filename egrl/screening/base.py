@@ -53,6 +53,18 @@ class Domain:
             env.workload.name, featurize, env.graph, np.asarray(env.num_choices), env.num_units
         )
 
+    @classmethod
+    def of_target(cls, target, name: str, prior=None) -> Domain:
+        """The domain of a bound target that is not an environment: nothing is measured
+        (an :class:`egrl.env.Env` reads the compiler's map when it is made, a board run)."""
+        from egrl.features import featurise
+
+        num_choices = np.array([len(c) for c in target.heads.values()], dtype=np.int64)
+        graph = featurise(target.graph, f"{type(target).__name__} graph of {name!r}")
+        return cls(
+            name, Featurizer(target, num_choices, prior), graph, num_choices, target.num_units
+        )
+
 
 @dataclass(frozen=True)
 class Measured:

@@ -10,7 +10,8 @@ model on them beside the run's own measurements.
 What is read of a run: its ``config.yaml`` (which hardware model, workload and reward)
 and its newest checkpoint's replay buffer: every map the run was answered, as proposed,
 with the reward it earned (repeats dropped). The earlier run's workload is bound to the
-same target again (nothing is measured) so that a model can read its maps.
+same hardware model again (nothing is measured: the earlier chip need not answer) so
+that a model can read its maps.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from egrl.checkpoint import load_state
-from egrl.env import env_from_config, reward_of
+from egrl.env import hw_params, reward_of
 from egrl.ledger import record_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
+from workloads import load as load_workload
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +50,15 @@ def as_paths(value: str | Sequence[str] | None) -> list[Path]:
 
 
 def _target_of(config: dict) -> dict:
-    """The part of a run's config that says what was measured and how it was scored."""
+    """The part of a run's config that says what was measured and how it was scored (the
+    hardware model's parameters without those that only say how its chip is read)."""
+    import hwmodels
+
     hw = dict(config.get("hwmodel") or {})
+    reading = set(hwmodels.reading_params(hw.get("name")))
+    params = {k: v for k, v in (hw.get("params") or {}).items() if k not in reading}
     return {
-        "hwmodel": {"name": hw.get("name"), "params": dict(hw.get("params") or {})},
+        "hwmodel": {"name": hw.get("name"), "params": params},
         "reward": reward_of(config),
         "invalid_reward_scale": float(config.get("invalid_reward_scale", 1.0)),
     }
@@ -121,10 +128,11 @@ def read_measured(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
 def bind_measured(
     config: dict, maps: np.ndarray, rewards: np.ndarray, prior: str | None, source: Path
 ) -> Measured:
-    """Measurements of the run ``config`` (its workload bound to its target again, nothing
-    measured) as a model reads them."""
-    env = env_from_config(config)
-    domain = Domain.of(env, make_prior(prior, env))
+    """Measurements of the run ``config`` as a model reads them: its workload bound to its
+    hardware model again, and nothing measured (the earlier run's chip need not answer,
+    nor even exist any more; a chip's description of a map is its own, free)."""
+    target, name = bind_target(config)
+    domain = Domain.of_target(target, name, make_prior(prior, target))
     log.info("screen: %d maps of %s from %s", len(rewards), domain.name, source)
     return Measured(domain, np.asarray(maps, dtype=np.int16), np.asarray(rewards, np.float64))
 
@@ -208,8 +216,23 @@ def load_earlier(path: Path, prior: str | None = None) -> list[Measured]:
     ]
 
 
-def make_prior(name: str | None, env):
-    """The free prior ``screen.prior`` of ``env``'s target (None: none).
+def bind_target(config: dict) -> tuple[object, str]:
+    """The hardware model of the run ``config`` bound to its workload, and the workload's
+    name: as :func:`egrl.env.env_from_config` binds them, but without the environment,
+    which would read the compiler's map."""
+    import hwmodels
+
+    workload = load_workload((config.get("workload") or {})["name"])
+    if bool((config.get("workload") or {}).get("eliminate_data_movement", False)):
+        import workloads
+
+        workload, _ = workloads.eliminate_data_movement(workload)
+    model = hwmodels.make(config["hwmodel"]["name"], **hw_params(config))
+    return model.bind(workload), workload.name
+
+
+def make_prior(name: str | None, target):
+    """The free prior ``screen.prior`` of the bound ``target`` (None: none).
 
     ``nnpi``: the NNP-I model's description of the target's maps
     (:func:`hwmodels.external.nnpi_prior`), for a chip with the NNP-I heads.
@@ -224,6 +247,6 @@ def make_prior(name: str | None, env):
     from hwmodels.external import nnpi_prior
 
     try:
-        return nnpi_prior(env.target)
+        return nnpi_prior(target)
     except ValueError as exc:
         raise ValueError(f"screen.prior=nnpi is invalid: {exc}") from None

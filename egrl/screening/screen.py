@@ -413,7 +413,7 @@ def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Sc
     if problems:
         raise ConfigError(problems)
     try:
-        domain = Domain.of(env, make_prior(config.prior, env))
+        domain = Domain.of(env, make_prior(config.prior, env.target))
         named = [(path, load_earlier(path, config.prior)) for path in as_paths(config.init_from)]
     except (EarlierRunError, ValueError) as exc:
         raise ConfigError([str(exc)]) from None
