@@ -10,6 +10,12 @@ whatever the budget. The first generation evaluates the distinct starting maps; 
 later one makes ``steps`` moves (a generation is only the grain of metrics.csv and of
 checkpoints: the search is the same whatever ``steps``).
 
+On a noisy target (``Env.deterministic`` false) one lucky reading would hold a chain at a
+map forever, every honest neighbour rejected against it. A chain's map that has stood
+``reread`` times its readings moves is read again (a paid board run, past the measure
+cache) and the chain carries the mean reward of its readings; a deterministic target is
+never read again.
+
 With screening (``screen``, :mod:`egrl.screening`) every chain draws ``screen.pool``
 neighbours per move and the screen picks the one measured (the usual neighbour, the
 first, when the measure cache already knows it).
@@ -45,6 +51,8 @@ class AnnealingOptions:
         t_end: temperature of the last move the budget allows.
         start: first map of every chain: ``initial`` (the target's initial map; alias
             ``dram``, NNP-I's name for it), ``random``, ``native`` or ``fallback``.
+        reread: on a noisy target, a chain's map is read again once it has stood this
+            many moves per reading it has (0: never read again).
     """
 
     chains: int = 2
@@ -53,6 +61,7 @@ class AnnealingOptions:
     t_start: float = 0.02
     t_end: float = 1e-4
     start: str = "initial"
+    reread: int = 5
 
 
 def neighbours(
@@ -110,8 +119,13 @@ class SimulatedAnnealing(SearchAgent):
                 f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"
                 " entries of a map"
             )
+        if o.reread < 0:
+            raise ValueError(f"agent {self.name!r}: reread={o.reread} must be >= 0")
         self.current: np.ndarray | None = None  # int64 [C, N, H]
-        self.reward: np.ndarray | None = None  # float64 [C]
+        self.reward: np.ndarray | None = None  # float64 [C]: mean reward of its readings
+        self.readings = np.ones(o.chains, dtype=np.int64)  # readings of each chain's map
+        self.stood = np.zeros(o.chains, dtype=np.int64)  # moves since its last reading
+        self.rereads = 0  # board runs spent reading chains' maps again
         self.moves_done = 0
         self.num_moves = 1  # generations of moves the budget allows (set at the start)
 
@@ -131,6 +145,7 @@ class SimulatedAnnealing(SearchAgent):
                 break
             temps.append(self.temperature(self.moves_done))
             accepted.append(self._move(temps[-1]))
+            self._reread()
         return {
             "temperature": temps[-1],
             "accept_rate": float(np.concatenate(accepted).mean()),
@@ -159,8 +174,27 @@ class SimulatedAnnealing(SearchAgent):
         accept = metropolis(ev.reward - self.reward[:k], temp, self.rng)
         self.current[:k][accept] = proposals[:k][accept]
         self.reward[:k][accept] = ev.reward[accept]
+        self.stood[:k] += 1
+        self.readings[:k][accept], self.stood[:k][accept] = 1, 0
         self.moves_done += 1
         return accept
+
+    def _reread(self) -> None:
+        """A noisy target: read again each chain's map (one that earned a speedup) that has
+        stood ``reread`` moves per reading, and carry the mean of its readings."""
+        every = self.options.reread
+        if self.env.deterministic or not every or self.done:
+            return
+        due = np.flatnonzero((self.stood >= every * self.readings) & (self.reward > 0))
+        if not len(due):
+            return
+        new = self.read_rewards(self.current[due], "sa-reread")
+        due, self.rereads = due[: len(new)], self.rereads + len(new)
+        read = due[np.isfinite(new)]
+        n = self.readings[read]
+        self.reward[read] = (self.reward[read] * n + new[np.isfinite(new)]) / (n + 1)
+        self.readings[read] += 1
+        self.stood[due] = 0
 
     def _model_walk(self, first: np.ndarray, temp: float) -> np.ndarray:
         """Model-based search (``screen.search=G``): from each chain's map, ``G`` Metropolis
@@ -200,6 +234,9 @@ class SimulatedAnnealing(SearchAgent):
             "reward": None if self.reward is None else self.reward.copy(),
             "moves_done": self.moves_done,
             "num_moves": self.num_moves,
+            "readings": self.readings.copy(),
+            "stood": self.stood.copy(),
+            "rereads": self.rereads,
         }
 
     def load_agent_state(self, state: dict) -> None:
@@ -208,3 +245,7 @@ class SimulatedAnnealing(SearchAgent):
         self.reward = np.asarray(state["reward"], np.float64).copy() if started else None
         self.moves_done = int(state["moves_done"])
         self.num_moves = int(state["num_moves"])
+        chains = self.options.chains  # checkpoints before re-reading: one reading each
+        self.readings = np.asarray(state.get("readings", np.ones(chains)), np.int64).copy()
+        self.stood = np.asarray(state.get("stood", np.zeros(chains)), np.int64).copy()
+        self.rereads = int(state.get("rereads", 0))

@@ -200,6 +200,22 @@ class SearchAgent:
         (``screen.search``): :attr:`model_search` unless the agent says otherwise."""
         return cls.model_search
 
+    def read_rewards(self, maps: np.ndarray, source: str) -> np.ndarray:
+        """One more paid reading of maps ``[B, N, H]`` that a noisy target already answered,
+        past the measure cache (:meth:`egrl.ledger.Ledger.read_again`): how an agent checks a
+        map it keeps on a lucky reading. Only the first ones the budget pays for are read.
+
+        Returns:
+            float64 ``[B']`` (``B' <= B``): each reading's reward, NaN where the chip did
+            not run the map.
+        """
+        maps = np.asarray(maps, dtype=np.int64)[: max(self.ledger.remaining, 0)]
+        if not len(maps):
+            return np.zeros(0)
+        latency_s, ran, rectified = self.ledger.read_again(maps, source)
+        ev = self.env.score(rectified, ran, np.zeros(len(maps)), latency_s)
+        return np.where(ran, ev.reward, np.nan)
+
     @property
     def searching(self) -> bool:
         """This generation searches the screen's model (``screen.search``, a model fitted)."""
