@@ -271,6 +271,9 @@ class ExternalTarget(Target):
         self.deterministic = model.deterministic
         #: board runs one answer of a map costs (``repeats``): what the budget counts
         self.readings_per_map = model.repeats
+        #: readings of a valid map the chip answered without a latency (``repeats`` > 1:
+        #: the map's other readings were used)
+        self.dropped_readings = 0
         self.num_units = workload.num_nodes
         self.unit_names = list(workload.node_names)
         self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
@@ -413,8 +416,13 @@ class ExternalTarget(Target):
             raise _CallFailed(f"reassigned ratio of map {i} is {ratio[i]} (must be >= 0, finite)")
         return ratio
 
-    def parse_evaluation(self, answer: dict, maps: np.ndarray) -> Measurement:
+    def parse_evaluation(
+        self, answer: dict, maps: np.ndarray, missing_ok: bool = False
+    ) -> Measurement:
         """The :class:`Measurement` of ``maps`` ``[B, N, H]`` from an ``evaluate`` answer.
+
+        With ``missing_ok`` (the repeats of a map, :meth:`measure`) a valid map answered
+        with a ``null`` latency keeps it as NaN: one reading lost, not the call.
 
         Raises:
             _CallFailed: a key is missing, has the wrong length or type, a valid map has
@@ -424,6 +432,8 @@ class ExternalTarget(Target):
         valid = _parse_valid(answer, batch)
         latency = _parse_floats(answer, "latency_s", batch)
         bad = valid & ~(np.isfinite(latency) & (latency > 0))
+        if missing_ok:
+            bad &= ~np.isnan(latency)
         if bad.any():
             i = int(np.argmax(bad))
             raise _CallFailed(f"map {i} is valid but its latency_s is {latency[i]} (NaN/null/<= 0)")
@@ -461,15 +471,41 @@ class ExternalTarget(Target):
         if repeats == 1:
             return self.measure_once(maps)
         maps = self._check_maps(maps)
-        m = self.measure_once(np.repeat(maps, repeats, axis=0))
+        m = self.measure_once(np.repeat(maps, repeats, axis=0), missing_ok=True)
         b = len(maps)
-        valid = m.valid.reshape(b, repeats)
-        self._warn_if_noisy(m.latency_s.reshape(b, repeats), valid)
+        valid = m.valid.reshape(b, repeats).all(axis=1)
+        readings = m.latency_s.reshape(b, repeats)
+        self._warn_if_noisy(readings, valid[:, None] & np.isfinite(readings))
+        read = np.isfinite(readings).sum(axis=1)
+        latency = np.where(read > 0, np.nansum(readings, axis=1) / np.maximum(read, 1), np.nan)
+        ratio = m.reassigned_ratio[::repeats].copy()
+        lost = valid & (read < repeats)
+        if lost.any():
+            self._count_lost(readings, valid, read)
+        unread = valid & (read == 0)  # no reading left: answered as a map the chip did not run
+        ratio[unread] = 1.0
         return Measurement(
             rectified=m.rectified[::repeats],
-            valid=valid.all(axis=1),
-            reassigned_ratio=m.reassigned_ratio[::repeats],
-            latency_s=m.latency_s.reshape(b, repeats).mean(axis=1),
+            valid=valid & ~unread,
+            reassigned_ratio=ratio,
+            latency_s=latency,
+        )
+
+    def _count_lost(self, readings: np.ndarray, valid: np.ndarray, read: np.ndarray) -> None:
+        """Count and log the readings ``[B, R]`` of valid maps the chip answered without a
+        latency (their maps keep the mean of the rest)."""
+        lost = valid[:, None] & np.isnan(readings)
+        self.dropped_readings += int(lost.sum())
+        first = int(np.argmax(lost.any(axis=1)))
+        log.warning(
+            "external chip answered %d reading(s) of %d valid map(s) without a latency_s "
+            "(map %d: %d of %d readings kept); %d reading(s) lost in this run so far",
+            int(lost.sum()),
+            int(lost.any(axis=1).sum()),
+            first,
+            int(read[first]),
+            readings.shape[1],
+            self.dropped_readings,
         )
 
     def _warn_if_noisy(self, readings: np.ndarray, valid: np.ndarray) -> None:
@@ -493,8 +529,9 @@ class ExternalTarget(Target):
             100 * (row.max() - row.min()) / row.min(),
         )
 
-    def measure_once(self, maps) -> Measurement:
-        """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``.
+    def measure_once(self, maps, missing_ok: bool = False) -> Measurement:
+        """Evaluate ``maps`` int ``[B, N, H]`` on the command, in chunks of ``batch_size``
+        (``missing_ok``: see :meth:`parse_evaluation`).
 
         Raises:
             ExternalEvaluatorError: a chunk failed after all attempts; its ``partial``
@@ -512,7 +549,10 @@ class ExternalTarget(Target):
             try:
                 done.append(
                     self._call(
-                        request, lambda a, c=chunk: self.parse_evaluation(a, c), attempts, where
+                        request,
+                        lambda a, c=chunk: self.parse_evaluation(a, c, missing_ok),
+                        attempts,
+                        where,
                     )
                 )
             except ExternalEvaluatorError as exc:

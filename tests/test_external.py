@@ -273,6 +273,23 @@ def test_a_chip_declared_deterministic_whose_repeats_differ_is_warned_about(maps
     assert not [r for r in caplog.records if "declared deterministic" in r.getMessage()]
 
 
+@pytest.mark.slow
+def test_a_reading_answered_without_a_latency_keeps_the_maps_other_readings(maps, caplog):
+    """One repeat of a valid map comes back null: the map's other reading is its latency
+    and the lost reading is counted; a map with none left is answered as one not run."""
+    answer = {"latency_s": [1.0, None, None, None, 2.0, 4.0], "valid": [True] * 6}
+    target = answer_target(answer, repeats=2, deterministic=False)
+    with caplog.at_level("WARNING", logger="hwmodels.external"):
+        m = target.measure(maps)
+    assert m.latency_s[0] == 1.0 and m.latency_s[2] == 3.0
+    assert m.valid.tolist() == [True, False, True] and np.isnan(m.latency_s[1])
+    assert m.reassigned_ratio[1] == 1.0 and target.dropped_readings == 3
+    assert "3 reading(s) of 2 valid map(s) without a latency_s" in caplog.text
+    single = answer_target({"latency_s": [1.0, None, 2.0], "valid": [True] * 3})
+    with pytest.raises(ExternalEvaluatorError, match="map 1 is valid but its latency_s is nan"):
+        single.measure(maps)  # one reading a map: the call failed (and was retried)
+
+
 #: the example chip with lognormal noise on every latency (a new draw each reading)
 NOISY = """
 import json, runpy, sys
