@@ -65,3 +65,14 @@ def test_a_deterministic_target_is_never_read_again():
 def test_a_negative_reread_is_refused():
     with pytest.raises(ValueError, match="reread=-1 must be >= 0"):
         make_agent(noisy_env(), sa_config(reread=-1))
+
+
+def test_a_fixed_budget_optimizer_plans_for_the_maps_the_search_may_pay_for():
+    """NGOpt is built for the budget less the confirmation's reserve (3 maps x 5 rounds
+    beside the compiler's: 20 board runs), not for the whole budget."""
+    pytest.importorskip("nevergrad")
+    agent = config_class("nevergrad")(name="nevergrad", options={"batch": 4})
+    cfg = TrainConfig(seed=0, budget=100, progress=False, agent=agent)
+    noisy = make_agent(noisy_env(), cfg)
+    assert noisy.confirm_reserve == 20 and noisy.search_budget == 80
+    assert noisy.optimizer.budget == 80

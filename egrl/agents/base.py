@@ -200,6 +200,13 @@ class SearchAgent:
         (``screen.search``): :attr:`model_search` unless the agent says otherwise."""
         return cls.model_search
 
+    @property
+    def search_budget(self) -> int:
+        """Maps the search may pay for: the budget's board runs less those a noisy target's
+        confirmation keeps, over the board runs one map costs (``cfg.budget`` on a
+        deterministic target that reads a map once)."""
+        return max(1, self.ledger.budget // self.env.readings_per_map)
+
     def read_rewards(self, maps: np.ndarray, source: str) -> np.ndarray:
         """One more paid reading of maps ``[B, N, H]`` that a noisy target already answered,
         past the measure cache (:meth:`egrl.ledger.Ledger.read_again`): how an agent checks a

@@ -6,9 +6,11 @@ On this parametrization NGOpt picks a discrete (1+1) evolution strategy
 (``DoubleFastGADiscreteOnePlusOne`` with nevergrad 1.0.12, at the budgets and batch sizes
 tried); ``ng.p.Choice`` or ``ng.p.TransitionChoice`` per head made NGOpt pick optimizers
 that were several times slower per iteration and found worse maps on ResNet-50 at 600
-iterations (``docs/agents.md``). The optimizer is built with ``budget = cfg.budget`` and
-``num_workers = batch``; a generation asks ``batch`` candidates, evaluates them in one
-call and tells each its loss, the negated reward.
+iterations (``docs/agents.md``). The optimizer is built with ``num_workers = batch`` and
+the maps the search may pay for as its budget
+(:attr:`~egrl.agents.base.SearchAgent.search_budget`: ``cfg.budget`` on a deterministic
+chip); a generation asks ``batch`` candidates, evaluates them in one call and tells each
+its loss, the negated reward.
 
 Nevergrad is an optional extra (``pip install -e ".[nevergrad]"``), imported only when
 this agent is built. Its optimizers cannot be checkpointed without pickle, so the agent
@@ -110,7 +112,7 @@ class NevergradAgent(SearchAgent):
         param.set_integer_casting()
         param.random_state = np.random.RandomState(self.seed)
         return ng.optimizers.NGOpt(
-            parametrization=param, budget=self.cfg.budget, num_workers=self.options.batch
+            parametrization=param, budget=self.search_budget, num_workers=self.options.batch
         )
 
     def _candidate_map(self, candidate) -> np.ndarray:
