@@ -88,10 +88,16 @@ class ConfirmConfig:
     ``repeats`` times more, interleaved with the compiler's map, and the best mean is
     reported with a 95% interval (:mod:`egrl.confirm`). The readings are reserved from the
     budget when the run starts: ``(top + 1) * repeats`` maps.
+
+    During the search a map the run keeps proposing (an elite, an annealing chain's map)
+    is answered from the mean of its readings, and read again (paid) once it has been
+    answered ``reread`` times per reading from memory (0: never): one lucky reading does
+    not hold it (:mod:`egrl.measure_cache`).
     """
 
     top: int = 3
     repeats: int = 5
+    reread: int = 5
 
 
 @dataclass

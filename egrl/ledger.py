@@ -100,14 +100,15 @@ def make_record(env: Env, capacity: int) -> ReplayBuffer:
     return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
 
 
-def measure_cache(env: Env, capacity: int) -> MeasureCache:
+def measure_cache(env: Env, capacity: int, reread: int = 0) -> MeasureCache:
     """A cache of ``capacity`` maps for ``env`` that knows the compiler's map: binding the
     target measured it, so a run that proposes it is answered without paying again (a
     target that repairs from the policy's probabilities keys maps with them, and the
     compiler's map has none). On a noisy target (``env.deterministic`` false) a map
-    proposed again is answered from its reading too; a run reads its best maps again at
-    its end (:mod:`egrl.confirm`)."""
-    cache = MeasureCache(capacity, env.max_choices)
+    proposed again is answered from the mean of its readings and read again as ``reread``
+    says (:mod:`egrl.measure_cache`; ignored on a deterministic target); a run reads its
+    best maps again at its end (:mod:`egrl.confirm`)."""
+    cache = MeasureCache(capacity, env.max_choices, reread=0 if env.deterministic else reread)
     base = getattr(env, "baseline_measurement", None)
     if base is not None and not env.wants_probabilities:
         (key,) = cache.keys(env.baseline_mapping[None])
@@ -281,7 +282,8 @@ class Ledger:
             wall_s,
         )
         self.iterations += self.readings * int(answered.paid.sum())
-        self.paid_maps += int(answered.paid.sum())
+        new = answered.paid if answered.again is None else answered.paid & ~answered.again
+        self.paid_maps += int(new.sum())
         self.proposals += len(ev)
         self.failed_maps += int(answered.failed.sum())
         self.batch.append(ev)

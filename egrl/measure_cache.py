@@ -2,8 +2,13 @@
 
 On a deterministic target (``Target.deterministic``) measuring a map again returns the
 same answer, so :class:`MeasureCache` answers a map measured before from memory and only
-the new maps of a batch reach the hardware. On a noisy one it answers a repeat from its
-reading as well (a run reads its best maps again at its end: :mod:`egrl.confirm`). The key is a 16-byte BLAKE2b digest of the
+the new maps of a batch reach the hardware. On a noisy one it answers a repeat from the
+mean of its readings, and with ``reread`` R > 0 a map answered from memory R times per
+reading it has is not answered but paid again (:meth:`MeasureCache.lookup`), its new
+reading averaged in (:meth:`MeasureCache.remember`): a map an agent keeps proposing, an
+elite, is read at its 1st, (R+2)th, (3R+3)th ... proposal, so one lucky reading does not
+hold it (a run also reads its best maps again at its end: :mod:`egrl.confirm`). The key
+is a 16-byte BLAKE2b digest of the
 map as small integers (int8 when every head has at most 127 choices, else int16), and of
 the policy's probabilities when the target repairs maps from them (its answer then
 depends on both). The value is the target's :class:`~hwmodels.base.Measurement` row:
@@ -66,15 +71,24 @@ class MeasureCache:
             0 disables the cache.
         max_choices: the most choices of any head (sets the key's integer type).
         enabled: False: nothing is remembered, every map is paid.
+        reread: a noisy target's re-reading (see the module docstring); 0: never, as on
+            a deterministic target.
     """
 
-    def __init__(self, capacity: int, max_choices: int, enabled: bool = True) -> None:
+    def __init__(
+        self, capacity: int, max_choices: int, enabled: bool = True, reread: int = 0
+    ) -> None:
         if capacity < 0:
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
+        if reread < 0:
+            raise ValueError(f"reread must be >= 0, got {reread}")
         self.capacity = int(capacity)
         self.enabled = bool(enabled) and self.capacity > 0
         self.dtype = map_dtype(max_choices)
+        self.reread = int(reread)
         self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+        #: with ``reread``: key -> [readings averaged, answers from memory since the last]
+        self._reads: dict[bytes, list[int]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -149,22 +163,66 @@ class MeasureCache:
         return self.enabled and key in self._entries
 
     def lookup(self, key: bytes) -> Entry | None:
-        """The answer remembered for ``key`` (now the most recently used), None if none."""
+        """The answer remembered for ``key`` (now the most recently used), None if none,
+        or, with ``reread``, if it is due to be read again (:meth:`due`)."""
         entry = self._entries.get(key) if self.enabled else None
-        if entry is not None:
-            self._entries.move_to_end(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        if self.reread:
+            reads = self._reads.setdefault(key, [1, 0])
+            if reads[1] >= self.reread * reads[0]:
+                return None
+            reads[1] += 1
         return entry
 
-    def remember(self, key: bytes, rectified, valid, reassigned_ratio, latency_s) -> None:
-        """Remember the measurement of the map of ``key`` (rectified ``[N, H]``)."""
-        if self.enabled:
-            entry = (
-                np.asarray(rectified).astype(self.dtype),
-                bool(valid),
-                float(reassigned_ratio),
-                float(latency_s),
-            )
-            self._put(key, entry)
+    def peek(self, key: bytes) -> Entry | None:
+        """The answer remembered for ``key`` (None if none), nothing counted or reordered."""
+        return self._entries.get(key) if self.enabled else None
+
+    def due(self, key: bytes) -> bool:
+        """``key`` is remembered but due to be read again: :meth:`lookup` said None."""
+        reads = self._reads.get(key)
+        return (
+            bool(self.reread)
+            and key in self
+            and reads is not None
+            and (reads[1] >= self.reread * reads[0])
+        )
+
+    def readings(self, key: bytes) -> int:
+        """Readings averaged into the answer remembered for ``key`` (0: none remembered)."""
+        if key not in self:
+            return 0
+        return self._reads.get(key, [1, 0])[0]
+
+    def remember(self, key: bytes, rectified, valid, reassigned_ratio, latency_s) -> Entry | None:
+        """Remember the measurement of the map of ``key`` (rectified ``[N, H]``) and return
+        the answer now remembered for it. With ``reread``, a reading of a map remembered
+        valid with a latency is averaged into its latency (a map whose validity differs
+        keeps its first answer)."""
+        if not self.enabled:
+            return None
+        entry = (
+            np.asarray(rectified).astype(self.dtype),
+            bool(valid),
+            float(reassigned_ratio),
+            float(latency_s),
+        )
+        old = self._entries.get(key) if self.reread else None
+        if old is not None:
+            reads = self._reads.setdefault(key, [1, 0])
+            if old[1] == entry[1] and np.isfinite(old[3]) and np.isfinite(entry[3]):
+                mean = (old[3] * reads[0] + entry[3]) / (reads[0] + 1)
+                entry = (old[0], old[1], old[2], mean)
+                reads[0] += 1
+            else:
+                entry = old
+            reads[1] = 0
+        elif self.reread:
+            self._reads[key] = [1, 0]
+        self._put(key, entry)
+        return entry
 
     @staticmethod
     def _measure(measure, maps, probs, todo: np.ndarray) -> Measurement:
@@ -192,20 +250,22 @@ class MeasureCache:
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            gone, _ = self._entries.popitem(last=False)
+            self._reads.pop(gone, None)
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """The entries as arrays, least recently used first (for :mod:`egrl.checkpoint`).
 
         ``keys`` uint8 ``[M, 16]``, ``rectified`` small int ``[M, N, H]``, ``valid`` bool
-        ``[M]``, ``reassigned_ratio`` and ``latency_s`` float64 ``[M]``.
+        ``[M]``, ``reassigned_ratio`` and ``latency_s`` float64 ``[M]``; with ``reread``
+        also ``reads`` int64 ``[M, 2]`` (readings averaged, answers from memory since).
         """
         if not self._entries:
             return {"size": 0}
         rectified, valid, ratio, latency = zip(*self._entries.values())
         keys = np.frombuffer(b"".join(self._entries), dtype=np.uint8).reshape(-1, KEY_BYTES)
-        return {
+        state = {
             "size": len(self._entries),
             "keys": keys.copy(),
             "rectified": np.stack(rectified),
@@ -213,6 +273,10 @@ class MeasureCache:
             "reassigned_ratio": np.array(ratio, dtype=np.float64),
             "latency_s": np.array(latency, dtype=np.float64),
         }
+        if self.reread:
+            reads = [self._reads.get(k, [1, 0]) for k in self._entries]
+            state["reads"] = np.array(reads, dtype=np.int64).reshape(-1, 2)
+        return state
 
     def load_state_dict(self, state: dict | None) -> None:
         """Inverse of :meth:`state_dict` (``None``, from a checkpoint without a cache: empty).
@@ -220,10 +284,12 @@ class MeasureCache:
         Only the ``capacity`` most recently used entries are kept.
         """
         self._entries.clear()
+        self._reads.clear()
         if not state or not int(state["size"]):
             return
         keys = np.asarray(state["keys"], dtype=np.uint8)
         rectified = np.asarray(state["rectified"]).astype(self.dtype)
+        reads = state.get("reads")
         for i in range(len(keys)):
             entry = (
                 rectified[i],
@@ -232,3 +298,6 @@ class MeasureCache:
                 float(state["latency_s"][i]),
             )
             self._put(keys[i].tobytes(), entry)
+            if self.reread:
+                counts = [1, 0] if reads is None else [int(x) for x in reads[i]]
+                self._reads[keys[i].tobytes()] = counts

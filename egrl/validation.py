@@ -148,6 +148,7 @@ RULES: dict[str, Rule] = {
     "agent.name": Rule(str, pattern=r"\S+", describe="an agent name (egrl.agents.names())"),
     "confirm.top": at_least(0),
     "confirm.repeats": at_least(2),  # an interval needs two readings of each side
+    "confirm.reread": at_least(0),
 }
 
 

@@ -410,7 +410,7 @@ def test_a_failed_run_logs_its_error_to_train_log(tmp_path):
         (
             ("agent=sa", "workload=resnet18", "budget=10", "+agent.chainz=4"),
             "agent=sa is invalid: agent 'sa' has no option(s) ['chainz']; its options are "
-            "['chains', 'moves', 'reread', 'start', 'steps', 't_end', 't_start']",
+            "['chains', 'moves', 'start', 'steps', 't_end', 't_start']",
         ),
         (
             ("agent=sa", "agent.moves=100000", "workload=resnet18"),

@@ -242,7 +242,9 @@ def test_a_budget_the_confirmation_would_eat_is_refused():
     make_agent(noisy_env(), replace(search_config(budget=20), confirm=ConfirmConfig(top=0)))
 
 
-@pytest.mark.parametrize("key, value", [("top", -1), ("repeats", 0), ("repeats", 1), ("top", 1.5)])
+@pytest.mark.parametrize(
+    "key, value", [("top", -1), ("repeats", 0), ("repeats", 1), ("top", 1.5), ("reread", -1)]
+)
 def test_bad_confirm_values_name_the_key(key, value):
     (line,) = config_problems({"confirm": {key: value}})
     assert line.startswith(f"confirm.{key}={value} is invalid")

@@ -107,13 +107,54 @@ def test_a_noisy_target_answers_a_repeat_from_its_reading_and_reads_only_to_conf
     env = small_env()
     env.target.deterministic = False
     cfg = replace(
-        small_config(budget=60, name="ea", use_learner=False), confirm=ConfirmConfig(top=0)
+        small_config(budget=60, name="ea", use_learner=False),
+        confirm=ConfirmConfig(top=0, reread=0),
     )
     trainer = Trainer(env, cfg)
     trainer.run()
     assert trainer.iterations == env.num_evaluations == 60 < trainer.proposals
     held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
     assert len(np.unique(held, axis=0)) == 60  # repeats were proposed, none paid again
+
+
+def test_a_map_kept_on_a_noisy_target_is_read_again_and_answered_by_its_mean():
+    """confirm.reread=2: a map answered from memory twice per reading is paid again; the
+    board runs stay within the budget and paid_maps counts distinct maps only."""
+    env = small_env()
+    env.target.deterministic = False
+    sent: list[np.ndarray] = []
+    measure = env.target.measure
+    env.target.measure = lambda maps, probs=None: sent.append(maps.copy()) or measure(maps)
+    cfg = replace(
+        small_config(budget=60, name="ea", use_learner=False),
+        confirm=ConfirmConfig(top=0, reread=2),
+    )
+    trainer = Trainer(env, cfg)
+    trainer.run()
+    maps = np.concatenate(sent)
+    distinct = len(np.unique(maps, axis=0))
+    assert trainer.iterations == len(maps) == 60 and distinct < 60
+    assert trainer.ledger.paid_maps == distinct
+
+
+def test_the_cache_reads_a_kept_map_again_on_its_schedule_and_averages():
+    cache = MeasureCache(8, 3, reread=2)
+    (key,) = cache.keys(np.zeros((1, 2, 1), np.int64))
+    rectified = np.zeros((2, 1), np.int64)
+    assert cache.lookup(key) is None and not cache.due(key)
+    cache.remember(key, rectified, True, 0.0, 1.0)
+    answers = [cache.lookup(key) for _ in range(3)]
+    assert [a is None for a in answers] == [False, False, True]  # 2 answers a reading
+    assert cache.due(key)
+    kept = cache.remember(key, rectified, True, 0.0, 2.0)
+    assert kept[3] == 1.5 and cache.readings(key) == 2 and not cache.due(key)
+    assert [cache.lookup(key) is None for _ in range(5)] == [False] * 4 + [True]
+    restored = MeasureCache(8, 3, reread=2)
+    restored.load_state_dict(cache.state_dict())
+    assert restored.due(key) and restored.readings(key) == 2
+    plain = MeasureCache(8, 3)  # a deterministic target: answered from memory for ever
+    plain.remember(key, rectified, True, 0.0, 1.0)
+    assert all(plain.lookup(key) is not None for _ in range(20)) and not plain.due(key)
 
 
 def test_a_resumed_run_never_measures_a_map_measured_before_the_kill(tmp_path):

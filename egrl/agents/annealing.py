@@ -12,9 +12,9 @@ checkpoints: the search is the same whatever ``steps``).
 
 On a noisy target (``Env.deterministic`` false) one lucky reading would hold a chain at a
 map forever, every honest neighbour rejected against it. A chain's map that has stood
-``reread`` times its readings moves is read again (a paid board run, past the measure
-cache) and the chain carries the mean reward of its readings; a deterministic target is
-never read again.
+``confirm.reread`` times its readings moves is read again (a paid board run, past the
+measure cache) and the chain carries the mean reward of its readings; a deterministic
+target is never read again.
 
 With screening (``screen``, :mod:`egrl.screening`) every chain draws ``screen.pool``
 neighbours per move and the screen picks the one measured (the usual neighbour, the
@@ -51,8 +51,6 @@ class AnnealingOptions:
         t_end: temperature of the last move the budget allows.
         start: first map of every chain: ``initial`` (the target's initial map; alias
             ``dram``, NNP-I's name for it), ``random``, ``native`` or ``fallback``.
-        reread: on a noisy target, a chain's map is read again once it has stood this
-            many moves per reading it has (0: never read again).
     """
 
     chains: int = 2
@@ -61,7 +59,6 @@ class AnnealingOptions:
     t_start: float = 0.02
     t_end: float = 1e-4
     start: str = "initial"
-    reread: int = 5
 
 
 def neighbours(
@@ -119,8 +116,6 @@ class SimulatedAnnealing(SearchAgent):
                 f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"
                 " entries of a map"
             )
-        if o.reread < 0:
-            raise ValueError(f"agent {self.name!r}: reread={o.reread} must be >= 0")
         self.current: np.ndarray | None = None  # int64 [C, N, H]
         self.reward: np.ndarray | None = None  # float64 [C]: mean reward of its readings
         self.readings = np.ones(o.chains, dtype=np.int64)  # readings of each chain's map
@@ -181,8 +176,8 @@ class SimulatedAnnealing(SearchAgent):
 
     def _reread(self) -> None:
         """A noisy target: read again each chain's map (one that earned a speedup) that has
-        stood ``reread`` moves per reading, and carry the mean of its readings."""
-        every = self.options.reread
+        stood ``confirm.reread`` moves per reading, and carry the mean of its readings."""
+        every = self.cfg.confirm.reread
         if self.env.deterministic or not every or self.done:
             return
         due = np.flatnonzero((self.stood >= every * self.readings) & (self.reward > 0))

@@ -119,7 +119,7 @@ class SearchAgent:
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         self.timer = Timer()
-        cache = measure_cache(env, cfg.cache_size)
+        cache = measure_cache(env, cfg.cache_size, cfg.confirm.reread)
         self.ledger = Ledger(
             env,
             cfg.budget,

@@ -49,6 +49,8 @@ class Ticket:
         sent: int64 ``[S]``: rows sent to the runtime, each paid.
         cached: row -> answer the cache gave at submission.
         waits: rows whose map was in flight from an earlier submission.
+        again: sent rows whose map the cache knew but had due to be read again (a noisy
+            target's re-reading, :mod:`egrl.measure_cache`).
         job: the runtime job of the sent rows (None if nothing was sent).
     """
 
@@ -61,6 +63,7 @@ class Ticket:
     sent: np.ndarray
     cached: dict[int, tuple] = field(default_factory=dict)
     waits: list[int] = field(default_factory=list)
+    again: list[int] = field(default_factory=list)
     job: int | None = None
     outcome: Outcome | None = None
 
@@ -78,6 +81,8 @@ class Answered:
         paid: bool ``[A]``: the map was sent by this submission (counts in the budget).
         failed: bool ``[A]``: the map could not be measured (see the module docstring).
         reasons: ``A`` strings, why each failed map failed.
+        again: bool ``[A]``: a paid map the run had read before (a re-reading: its answer
+            is the mean of its readings); None: none was.
     """
 
     ticket: Ticket
@@ -85,6 +90,7 @@ class Answered:
     paid: np.ndarray
     failed: np.ndarray
     reasons: list[str]
+    again: np.ndarray | None = None
 
 
 class Dispatcher:
@@ -137,6 +143,7 @@ class Dispatcher:
         sent: list[int] = []
         cached: dict[int, tuple] = {}
         waits: list[int] = []
+        again: list[int] = []
         answered = len(maps)
         for i, key in enumerate(keys):
             if key in seen:
@@ -149,6 +156,8 @@ class Dispatcher:
                 waits.append(i)
             elif len(sent) < budget:
                 sent.append(i)
+                if self.cache.due(key):
+                    again.append(i)
             else:
                 answered = i
                 break
@@ -163,6 +172,7 @@ class Dispatcher:
             np.array(sent, dtype=np.int64),
             cached,
             waits,
+            again,
         )
         for i in sent:
             self._flying[keys[i]] = ticket.id
@@ -221,16 +231,26 @@ class Dispatcher:
         keys = ticket.keys or []
         for i in ticket.waits:
             rows[i] = self._results[keys[i]]
+            kept = self.cache.peek(keys[i]) if self.cache.reread else None
+            if kept is not None:  # the mean of its readings, the one it waited for included
+                rows[i] = (kept[0].astype(np.int64), *kept[1:], *rows[i][4:])
         for i in ticket.sent:
-            rectified, valid, ratio, latency, failed, _ = rows[int(i)]
+            rectified, valid, ratio, latency, failed, reason = rows[int(i)]
             if keys and not failed:
-                self.cache.remember(keys[i], rectified, valid, ratio, latency)
+                kept = self.cache.remember(keys[i], rectified, valid, ratio, latency)
+                if self.cache.reread and kept is not None:  # the mean of its readings
+                    rows[int(i)] = (kept[0].astype(np.int64), *kept[1:], failed, reason)
         for i in [*ticket.sent.tolist(), *ticket.waits] if keys else []:
             self._release(keys[i], ticket.id)
         ordered = [rows[int(f)] for f in ticket.first]
         paid = np.zeros(len(ticket), dtype=bool)
         paid[ticket.sent] = True
-        return Answered(ticket, _measurement(ordered, ticket.maps), paid, *_failures(ordered))
+        again = None
+        if ticket.again:
+            again = np.zeros(len(ticket), dtype=bool)
+            again[ticket.again] = True
+        measurement = _measurement(ordered, ticket.maps)
+        return Answered(ticket, measurement, paid, *_failures(ordered), again=again)
 
     def _release(self, key: bytes, ticket_id: int) -> None:
         if self._flying.get(key) == ticket_id:
