@@ -64,8 +64,9 @@ class ScreenConfig:
     ``search`` (0: re-rank a pool) is how many steps of the agent's own operators run on
     the model between paid batches (model-based search: an agent that can, EA, EGRL, SA and
     random, proposes what that search visited); ``kappa`` weighs the model's spread in
-    the acquisition ``mean + kappa * spread`` (0: the mean, as every run before it).
-    ``docs/screening.md`` describes it.
+    the acquisition ``mean + kappa * spread`` (0: the mean, as every run before it), and
+    ``acquisition`` (``ucb``, that; ``ei``: the expected improvement over the best paid)
+    chooses the acquisition. ``docs/screening.md`` describes it.
     """
 
     name: str = "none"
@@ -77,6 +78,7 @@ class ScreenConfig:
     init_from: str | list[str] | None = None
     search: int = 0
     kappa: float = 0.0
+    acquisition: str = "ucb"
     options: dict = field(default_factory=dict)
 
 

@@ -13,7 +13,7 @@ from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.base import Domain, Measured
 from egrl.screening.models import ForestModel
-from egrl.screening.screen import Screen
+from egrl.screening.screen import Screen, expected_improvement
 from egrl.validation import ConfigError
 from tests.test_cli import assert_refused, egrl_train_in_process
 
@@ -25,7 +25,7 @@ def config(agent: dict, budget: int, **screen):
     return train_config({"budget": budget, "progress": False, "agent": agent, "screen": screen})
 
 
-def forest_screen(kappa: float) -> tuple[Screen, np.ndarray]:
+def forest_screen(kappa: float, acquisition: str = "ucb") -> tuple[Screen, np.ndarray]:
     """A forest fitted on 60 measured maps of resnet18 on NNP-I, and 20 more maps."""
     env = make_env("nnpi", "resnet18")
     rng = np.random.default_rng(0)
@@ -33,15 +33,47 @@ def forest_screen(kappa: float) -> tuple[Screen, np.ndarray]:
     rewards = env.evaluate(maps[:60]).reward
     cache = MeasureCache(100, env.max_choices)
     domain = Domain.of(env)
-    screen = Screen(ScreenConfig(name="forest", kappa=kappa), domain, cache, seed=0)
+    screen_cfg = ScreenConfig(name="forest", kappa=kappa, acquisition=acquisition)
+    screen = Screen(screen_cfg, domain, cache, seed=0)
     screen.model = ForestModel(seed=0, trees=16)
     screen.model.fit([Measured(domain, maps[:60], rewards)])
+    screen.observe(maps[:60], rewards)
     return screen, maps[60:]
+
+
+def test_expected_improvement_is_the_normal_excess_over_the_best_paid():
+    mean, std = np.array([1.0, 2.0, 2.0, 0.5]), np.array([0.0, 0.0, 1.0, 1.0])
+    ei = expected_improvement(mean, std, best=1.5)
+    assert ei[0] == 0.0 and ei[1] == 0.5  # no spread: the mean's excess, 0 at least
+    # a normal of mean 2, sd 1 over 1.5: 0.5 * Phi(0.5) + phi(0.5)
+    np.testing.assert_allclose(ei[2], 0.5 * 0.691462461 + 0.352065327, rtol=1e-6)
+    assert 0 < ei[3] < ei[2]
+    np.testing.assert_array_equal(expected_improvement(mean, std, -np.inf), mean)
+
+
+def test_ei_scores_unpaid_maps_by_their_improvement_and_paid_maps_at_most_0():
+    screen, maps = forest_screen(kappa=0.0, acquisition="ei")
+    mean, spread = screen.model.predict_with_spread(screen.domain, maps)
+    best = screen.best_paid()
+    np.testing.assert_allclose(screen.acquisition(maps), expected_improvement(mean, spread, best))
+    assert (screen.acquisition(maps) >= 0).all()
+    paid, _ = forest_screen(kappa=0.0, acquisition="ei")
+    measured = np.asarray(paid.value(paid_maps(paid)))
+    assert (measured <= 0).all() and measured.max() == 0.0  # the best paid map itself
+
+
+def paid_maps(screen: Screen) -> np.ndarray:
+    """The maps the screen has seen paid, int64 ``[M, N, H]``."""
+    return (
+        np.stack([np.frombuffer(k, np.int16) for k in screen._paid])
+        .reshape(len(screen._paid), screen.domain.num_units, -1)
+        .astype(np.int64)
+    )
 
 
 def test_the_acquisition_is_the_mean_plus_kappa_spreads():
     plain, maps = forest_screen(kappa=0.0)
-    assert np.array_equal(plain.acquisition(maps), plain.predict(maps))  # kappa 0: today's
+    assert np.array_equal(plain.acquisition(maps), plain.predict(maps))  # kappa 0: the mean
     optimistic, _ = forest_screen(kappa=2.0)
     mean, spread = optimistic.model.predict_with_spread(optimistic.domain, maps)
     np.testing.assert_allclose(mean, optimistic.predict(maps), rtol=1e-9, atol=1e-12)
@@ -131,6 +163,7 @@ def test_pg_has_no_population_to_search_the_model_with():
         ({"search": -1}, "screen.search=-1 is invalid: expected an integer >= 0"),
         ({"search": 1.5}, "screen.search=1.5 is invalid: expected an integer >= 0"),
         ({"kappa": -1}, "screen.kappa=-1 is invalid: expected a number >= 0"),
+        ({"acquisition": "pi"}, "screen.acquisition=pi is invalid: expected one of ucb, ei"),
     ],
 )
 def test_bad_search_values_are_named(screen, line):

@@ -93,7 +93,7 @@ def with_learner_defaults_of_its_time(cfg: DictConfig) -> DictConfig:
 
 
 #: screen keys added after runs were first saved, with the value that reproduces them
-SCREEN_KEYS_OF_OLD_RUNS = {"search": 0, "kappa": 0.0}
+SCREEN_KEYS_OF_OLD_RUNS = {"search": 0, "kappa": 0.0, "acquisition": "ucb"}
 
 
 def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:

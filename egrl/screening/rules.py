@@ -25,6 +25,7 @@ RULES: dict[str, Rule] = {
     ),
     "screen.search": at_least(0),
     "screen.kappa": at_least(0, float),
+    "screen.acquisition": Rule(str, choices=("ucb", "ei")),
 }
 
 #: model name -> its options (``screen.<option>`` in the config) -> what each accepts

@@ -220,15 +220,28 @@ class Screen:
         return self.model.predict(self.domain, np.asarray(candidates, dtype=np.int64))
 
     def acquisition(self, candidates: np.ndarray) -> np.ndarray:
-        """What candidates int ``[P, N, H]`` are ranked by, float64 ``[P]``: the model's
-        ``mean + kappa * spread`` (``screen.kappa``; a model without a spread, and
-        ``kappa`` 0, rank by the mean: :meth:`predict`). NaN while there is no model."""
-        kappa = float(self.config.kappa)
+        """What candidates int ``[P, N, H]`` are ranked by, float64 ``[P]`` (NaN while
+        there is no model).
+
+        ``screen.acquisition=ucb``: the model's ``mean + kappa * spread`` (``screen.kappa``;
+        a model without a spread, and ``kappa`` 0, rank by the mean: :meth:`predict`).
+        ``ei``: the expected improvement over the best paid reward under a normal of the
+        model's mean and spread (Jones et al., 1998), the mean's excess where the spread is
+        0; a model without a spread ranks by the mean.
+        """
         spread = getattr(self.model, "predict_with_spread", None)
-        if self.model is None or kappa == 0 or spread is None or len(candidates) == 0:
+        ei = self.config.acquisition == "ei"
+        kappa = float(self.config.kappa)
+        if self.model is None or spread is None or len(candidates) == 0 or not (ei or kappa):
             return self.predict(candidates)
         mean, std = spread(self.domain, np.asarray(candidates, dtype=np.int64))
-        return mean + kappa * std
+        if not ei:
+            return mean + kappa * std
+        return expected_improvement(mean, std, self.best_paid())
+
+    def best_paid(self) -> float:
+        """The best reward paid for so far (-inf before any)."""
+        return max(self._paid.values(), default=-np.inf)
 
     def observe_unseen(self, maps: np.ndarray, rewards: np.ndarray) -> None:
         """:meth:`observe` the maps int ``[B, N, H]`` (rewards float ``[B]``) of which no
@@ -245,12 +258,15 @@ class Screen:
 
     def value(self, candidates: np.ndarray) -> np.ndarray:
         """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the
-        measured reward of a map paid for, the :meth:`acquisition` of any other."""
+        measured reward of a map paid for (with ``acquisition=ei`` its improvement over
+        the best paid, 0 at most), the :meth:`acquisition` of any other."""
         candidates = np.asarray(candidates, dtype=np.int64)
         values = self.acquisition(candidates)
         if self._paid:
             rows = candidates.astype(np.int16)
             paid = np.array([self._paid.get(m.tobytes(), np.nan) for m in rows])
+            if self.config.acquisition == "ei" and self.model is not None:
+                paid = np.minimum(paid - self.best_paid(), 0.0)  # NaN stays NaN
             values = np.where(np.isnan(paid), values, paid)
         return values
 
@@ -390,6 +406,21 @@ class Screen:
             self._rewards = np.asarray(state["rewards"], dtype=np.float64).copy()
             self._paid = dict(zip((m.tobytes() for m in self._maps), self._rewards.tolist()))
         self.rng.bit_generator.state = state["rng"]
+
+
+def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.ndarray:
+    """float64 ``[P]``: ``E[max(Y - best, 0)]`` for ``Y ~ Normal(mean, std)`` (``[P]``
+    each); ``max(mean - best, 0)`` where ``std`` is 0; the mean itself before anything was
+    paid (``best`` -inf)."""
+    from scipy.stats import norm
+
+    if not np.isfinite(best):
+        return np.asarray(mean, dtype=np.float64)
+    gain = np.asarray(mean, dtype=np.float64) - best
+    std = np.asarray(std, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(std > 0, gain / std, 0.0)
+    return np.where(std > 0, gain * norm.cdf(z) + std * norm.pdf(z), np.maximum(gain, 0.0))
 
 
 def make_screen(config: ScreenConfig, env, cache: MeasureCache, seed: int) -> Screen | None:
