@@ -140,6 +140,19 @@ def returned_map(best: dict) -> tuple[dict, float, float, float]:
     return best["mapping"], best["speedup"], float("nan"), float("nan")
 
 
+def paid_maps(run: Path, fallback: int) -> int:
+    """The distinct maps the search of the run at ``run`` paid for (its newest checkpoint's
+    ``paid_maps``: board runs that read a kept map again are not maps), ``fallback`` for a
+    run whose checkpoint predates the count."""
+    from egrl.checkpoint import load_plain
+    from egrl.rundir import RunDir
+
+    checkpoint = RunDir(run).latest_checkpoint()
+    state = load_plain(checkpoint) if checkpoint is not None else {}
+    paid = state.get("paid_maps")
+    return fallback if paid is None else int(paid)
+
+
 def noiseless_env(cfg: DictConfig):
     """The chip without noise, bound to the plan's workload."""
     from egrl import make_env
@@ -162,9 +175,8 @@ def read_cell_runs(runs: Sequence[Run], env, notes: list[str]) -> list[Returned]
             continue
         confirm = (best.get("confirmed") or {}).get("readings", 0)
         iterations = int(best["iterations"])
-        distinct = (
-            iterations - confirm + (len(best["confirmed"]["candidates"]) + 1 if confirm else 0)
-        )
+        searched = paid_maps(Path(run.path), iterations - confirm)
+        distinct = searched + (len(best["confirmed"]["candidates"]) + 1 if confirm else 0)
         maps.append(mapping_from_dict(env, mapping, str(path)))
         found.append((reported, low, high, iterations / max(distinct, 1)))
     if not found:

@@ -237,7 +237,8 @@ class SearchAgent:
         """metrics.csv's columns; a screening run adds :data:`SCREEN_COLUMNS` and
         :data:`SCREEN_TIMING_COLUMN`."""
         confirmed = confirm.COLUMNS if self.confirm_reserve else ()
-        if self.confirm_reserve or self.ledger.readings > 1:  # board runs are not maps
+        # board runs are not maps: a chip read R times, a confirmation, a kept map read again
+        if self.confirm_reserve or self.ledger.readings > 1 or self.ledger.cache.reread:
             confirmed = (PAID_MAPS_COLUMN, *confirmed)
         if self.screen is None:
             return METRIC_COLUMNS + self.extra_columns + confirmed + TIMING_COLUMNS[1:]
