@@ -176,6 +176,15 @@ def speedup_interval(
     return ratio, ratio * float(np.exp(-half)), ratio * float(np.exp(half))
 
 
+def latest(maps: np.ndarray) -> np.ndarray:
+    """Indices of each distinct map's last row of ``maps`` int ``[M, N, H]``, ascending:
+    on a noisy target the record's last answer of a map is the mean of its readings so far
+    (:mod:`egrl.measure_cache`), its first only its first reading."""
+    flat = np.asarray(maps).reshape(len(maps), -1)
+    _, first_of_reversed = np.unique(flat[::-1], axis=0, return_index=True)
+    return np.sort(len(maps) - 1 - first_of_reversed)
+
+
 def top_maps(maps: np.ndarray, speedups: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` best distinct maps by speedup (ties: the earlier), ``[<= k]``.
 

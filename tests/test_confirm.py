@@ -47,6 +47,15 @@ def test_the_interval_needs_two_readings_a_side():
     assert confirm.speedup_interval(np.array([2.0, 2.0]), np.array([1.0, 1.0])) == (2.0, 2.0, 2.0)
 
 
+def test_each_maps_latest_answer_is_the_one_a_confirmation_ranks():
+    maps = np.array([[[0]], [[1]], [[0]], [[2]], [[1]]])
+    assert confirm.latest(maps).tolist() == [2, 3, 4]
+    speedups = np.array([1.5, 1.2, 1.1, 1.3, 1.2])  # map 0: a lucky first reading, then 1.1
+    last = confirm.latest(maps)
+    chosen = last[confirm.top_maps(maps[last], speedups[last], 2)]
+    assert chosen.tolist() == [3, 4]
+
+
 def test_top_maps_are_distinct_ran_and_best_first():
     maps = np.array([[[0]], [[1]], [[1]], [[2]], [[3]]])
     speedups = np.array([1.1, 1.3, 1.3, 0.0, 1.2])

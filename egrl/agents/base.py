@@ -321,7 +321,8 @@ class SearchAgent:
         n = len(self.record)
         maps = self.record.actions[:n].astype(np.int64)
         speedups = np.sqrt(np.maximum(self.record.rewards[:n].astype(np.float64), 0.0))
-        chosen = confirm.top_maps(maps, speedups, self.cfg.confirm.top)
+        last = confirm.latest(maps)  # each map's mean so far, not its luckiest reading
+        chosen = last[confirm.top_maps(maps[last], speedups[last], self.cfg.confirm.top)]
         if not len(chosen):
             log.warning("confirm: no map earned a speedup; nothing to read again")
             return
