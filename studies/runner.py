@@ -297,11 +297,29 @@ def command(name: str, overrides: Sequence[str]) -> str:
     return " ".join(["python -m studies run", name, *(shlex.quote(o) for o in overrides)])
 
 
+#: plan keys that say how runs are launched, not what they give (left out of the record)
+LAUNCH_KEYS = ("launcher", "groups_at_once")
+#: plan keys that pick part of the plan: a run with only these (and launch keys) adds to
+#: the runs of the recorded command without changing what reproduces them
+PART_KEYS = ("problems", "agents", "screens", "problem_only")
+
+
+def plan_key(override: str) -> str:
+    """The plan key a ``KEY=VALUE`` override sets."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def record(out: Path, name: str, overrides: Sequence[str]) -> None:
-    """Remember in ``OUT/study.yaml`` how the study's runs were asked for."""
+    """Remember in ``OUT/study.yaml`` how the study's runs were asked for: the overrides
+    that change results (not the launcher). A run of part of the plan keeps the record of
+    an earlier run (adding a cell to a study does not make the study that cell)."""
     out.mkdir(parents=True, exist_ok=True)
-    text = OmegaConf.to_yaml(OmegaConf.create({"name": name, "overrides": list(overrides)}))
-    (out / RECORD_FILE).write_text(text, encoding="utf-8")
+    kept = [o for o in overrides if plan_key(o) not in LAUNCH_KEYS]
+    path = out / RECORD_FILE
+    if path.exists() and all(plan_key(o) in PART_KEYS for o in kept):
+        return
+    text = OmegaConf.to_yaml(OmegaConf.create({"name": name, "overrides": kept}))
+    path.write_text(text, encoding="utf-8")
 
 
 def recorded_command(out: Path, name: str, overrides: Sequence[str]) -> str:

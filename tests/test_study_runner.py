@@ -123,3 +123,17 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys, tmp_path
     err = capsys.readouterr().err.strip()
     assert err.startswith("python -m studies: ") and message in err and "\n" not in err
     assert not (tmp_path / "page.md").exists()
+
+
+def test_the_record_keeps_the_study_a_part_of_it_adds_to(tmp_path):
+    """A run of part of the plan (problems, agents, ...) on a launcher keeps the earlier
+    record; a run that changes results replaces it; the launcher is never recorded."""
+    runner.record(tmp_path, "study", ["seeds=3", "launcher=[hydra/launcher=parallel]"])
+    assert runner.recorded_command(tmp_path, "study", []) == "python -m studies run study seeds=3"
+    runner.record(tmp_path, "study", ["problems=[a]", "launcher=[hydra/launcher=parallel]"])
+    assert runner.recorded_command(tmp_path, "study", []).endswith("run study seeds=3")
+    runner.record(tmp_path, "study", ["budget=50"])
+    assert runner.recorded_command(tmp_path, "study", []).endswith("run study budget=50")
+    fresh = tmp_path / "fresh"
+    runner.record(fresh, "study", ["problems=[a]"])
+    assert runner.recorded_command(fresh, "study", []).endswith("run study 'problems=[a]'")
