@@ -366,6 +366,20 @@ def make_env(
             (a dotted module name or a ``.py`` path) is imported first so that a model
             outside ``hwmodels`` can register itself (:func:`hwmodels.make`).
     """
+    hwmodel, workload, target = bind(hwmodel, workload, eliminate_data_movement, **hw_params)
+    reward = reward or getattr(hwmodel, "default_reward", "egrl")
+    return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)
+
+
+def bind(
+    hwmodel: str | HardwareModel,
+    workload: str | Workload,
+    eliminate_data_movement: bool = False,
+    **hw_params,
+) -> tuple[HardwareModel, Workload, Target]:
+    """The hardware model, the workload and the model bound to it, as :func:`make_env`
+    takes them (see there), without the :class:`Env`: nothing is measured (an ``Env``
+    reads the compiler's map when it is made)."""
     import hwmodels
 
     if isinstance(hwmodel, str):
@@ -386,9 +400,7 @@ def make_env(
             report.pairs_eliminated,
             report.pairs_total,
         )
-    target = hwmodel.bind(workload)
-    reward = reward or getattr(hwmodel, "default_reward", "egrl")
-    return Env(target, workload, invalid_reward_scale=invalid_reward_scale, reward=reward)
+    return hwmodel, workload, hwmodel.bind(workload)
 
 
 def hw_params(cfg: Any) -> dict:
@@ -410,6 +422,20 @@ def env_from_config(cfg: Any) -> Env:
         eliminate_data_movement=bool(workload.get("eliminate_data_movement", False)),
         **hw_params(task),
     )
+
+
+def target_from_config(cfg: Any) -> tuple[Target, Workload]:
+    """The bound target and workload of a run's config, as :func:`env_from_config` binds
+    them, with nothing measured (:func:`bind`)."""
+    task = plain_config(cfg)
+    workload = task.get("workload") or {}
+    _, bound, target = bind(
+        task["hwmodel"]["name"],
+        workload["name"],
+        bool(workload.get("eliminate_data_movement", False)),
+        **hw_params(task),
+    )
+    return target, bound
 
 
 def reward_of(cfg: Any) -> str:

@@ -171,10 +171,14 @@ class MeasureCache:
         self._entries.move_to_end(key)
         if self.reread:
             reads = self._reads.setdefault(key, [1, 0])
-            if reads[1] >= self.reread * reads[0]:
+            if self._due(reads):
                 return None
             reads[1] += 1
         return entry
+
+    def _due(self, reads: list[int]) -> bool:
+        """A map of ``reads`` (readings, answers from memory since) is to be read again."""
+        return reads[1] >= self.reread * reads[0]
 
     def peek(self, key: bytes) -> Entry | None:
         """The answer remembered for ``key`` (None if none), nothing counted or reordered."""
@@ -183,12 +187,7 @@ class MeasureCache:
     def due(self, key: bytes) -> bool:
         """``key`` is remembered but due to be read again: :meth:`lookup` said None."""
         reads = self._reads.get(key)
-        return (
-            bool(self.reread)
-            and key in self
-            and reads is not None
-            and (reads[1] >= self.reread * reads[0])
-        )
+        return bool(self.reread) and key in self and reads is not None and self._due(reads)
 
     def readings(self, key: bytes) -> int:
         """Readings averaged into the answer remembered for ``key`` (0: none remembered)."""

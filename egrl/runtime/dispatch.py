@@ -231,15 +231,14 @@ class Dispatcher:
         keys = ticket.keys or []
         for i in ticket.waits:
             rows[i] = self._results[keys[i]]
-            kept = self.cache.peek(keys[i]) if self.cache.reread else None
-            if kept is not None:  # the mean of its readings, the one it waited for included
-                rows[i] = (kept[0].astype(np.int64), *kept[1:], *rows[i][4:])
+            if self.cache.reread:  # the mean of its readings, the one it waited for included
+                rows[i] = _remembered(self.cache.peek(keys[i]), rows[i])
         for i in ticket.sent:
-            rectified, valid, ratio, latency, failed, reason = rows[int(i)]
+            rectified, valid, ratio, latency, failed, _ = rows[int(i)]
             if keys and not failed:
                 kept = self.cache.remember(keys[i], rectified, valid, ratio, latency)
-                if self.cache.reread and kept is not None:  # the mean of its readings
-                    rows[int(i)] = (kept[0].astype(np.int64), *kept[1:], failed, reason)
+                if self.cache.reread:  # the mean of its readings
+                    rows[int(i)] = _remembered(kept, rows[int(i)])
         for i in [*ticket.sent.tolist(), *ticket.waits] if keys else []:
             self._release(keys[i], ticket.id)
         ordered = [rows[int(f)] for f in ticket.first]
@@ -259,6 +258,13 @@ class Dispatcher:
         if self._refs[key] <= 0:
             del self._refs[key]
             self._results.pop(key, None)
+
+
+def _remembered(entry: tuple | None, row: Row) -> Row:
+    """``row`` answered as the cache's ``entry`` now remembers its map (unchanged if none)."""
+    if entry is None:
+        return row
+    return (entry[0].astype(np.int64), *entry[1:], *row[4:])
 
 
 def _rows(probs: np.ndarray | None, count: int) -> np.ndarray | None:

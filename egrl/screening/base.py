@@ -48,10 +48,7 @@ class Domain:
     @classmethod
     def of(cls, env, prior=None) -> Domain:
         """The domain of an environment (``prior``: see :class:`Featurizer`)."""
-        featurize = Featurizer(env.target, env.num_choices, prior)
-        return cls(
-            env.workload.name, featurize, env.graph, np.asarray(env.num_choices), env.num_units
-        )
+        return cls.of_target(env.target, env.workload.name, prior)
 
     @classmethod
     def of_target(cls, target, name: str, prior=None) -> Domain:

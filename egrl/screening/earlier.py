@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from egrl.checkpoint import load_state
-from egrl.env import hw_params, reward_of
+from egrl.env import reward_of, target_from_config
 from egrl.ledger import record_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
-from workloads import load as load_workload
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +130,8 @@ def bind_measured(
     """Measurements of the run ``config`` as a model reads them: its workload bound to its
     hardware model again, and nothing measured (the earlier run's chip need not answer,
     nor even exist any more; a chip's description of a map is its own, free)."""
-    target, name = bind_target(config)
-    domain = Domain.of_target(target, name, make_prior(prior, target))
+    target, workload = target_from_config(config)
+    domain = Domain.of_target(target, workload.name, make_prior(prior, target))
     log.info("screen: %d maps of %s from %s", len(rewards), domain.name, source)
     return Measured(domain, np.asarray(maps, dtype=np.int16), np.asarray(rewards, np.float64))
 
@@ -214,21 +213,6 @@ def load_earlier(path: Path, prior: str | None = None) -> list[Measured]:
         bind_measured(run["config"], data[f"maps_{i}"], data[f"rewards_{i}"], prior, path)
         for i, run in enumerate(runs)
     ]
-
-
-def bind_target(config: dict) -> tuple[object, str]:
-    """The hardware model of the run ``config`` bound to its workload, and the workload's
-    name: as :func:`egrl.env.env_from_config` binds them, but without the environment,
-    which would read the compiler's map."""
-    import hwmodels
-
-    workload = load_workload((config.get("workload") or {})["name"])
-    if bool((config.get("workload") or {}).get("eliminate_data_movement", False)):
-        import workloads
-
-        workload, _ = workloads.eliminate_data_movement(workload)
-    model = hwmodels.make(config["hwmodel"]["name"], **hw_params(config))
-    return model.bind(workload), workload.name
 
 
 def make_prior(name: str | None, target):
