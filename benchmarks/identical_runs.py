@@ -74,7 +74,14 @@ CASES: dict[str, list[str]] = {
     "nnpi-optimum": ["hwmodel=nnpi", "workload=resnet18", "agent=optimum", "budget=5"],
     "nnpi-zero-shot": [*NNPI, "agent=zero-shot", "agent.policy={out}/nnpi-egrl"],
     "nnpi-egrl-init-from": [*NNPI, "agent=egrl", "init_from={out}/nnpi-egrl", *SMALL],
-    "nnpi-ea-forest": [*NNPI, "agent=ea", *SMALL, "screen=forest", "screen.pool=4"],
+    "nnpi-ea-forest": [
+        *NNPI,
+        "agent=ea",
+        *SMALL,
+        "screen=forest",
+        "screen.pool=4",
+        "screen.search=0",
+    ],
     "nnpi-egrl-critic": [
         *NNPI,
         "agent=egrl",

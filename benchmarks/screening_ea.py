@@ -2,7 +2,7 @@
 
     python benchmarks/screening_ea.py --out /tmp/screening-ea
     python benchmarks/screening_ea.py --out /tmp/screening-ea --seeds 0 1 2 --budget 400 \\
-        --workload resnet101 --screen screen=forest screen.pool=4
+        --workload resnet101 --screen screen=forest screen.pool=4 screen.search=0
     python benchmarks/screening_ea.py --summarise /tmp/screening-ea
     python benchmarks/screening_ea.py --features /tmp/screening-ea
 
@@ -208,7 +208,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budget", type=int, default=400)
     parser.add_argument("--workload", default="resnet101")
-    parser.add_argument("--screen", nargs="+", default=["screen=forest", "screen.pool=4"])
+    parser.add_argument(
+        "--screen", nargs="+", default=["screen=forest", "screen.pool=4", "screen.search=0"]
+    )
     parser.add_argument("--level", type=float, default=0.99)
     parser.add_argument("--features", type=Path, help="the offline check of the model's inputs")
     args = parser.parse_args()

@@ -76,7 +76,7 @@ class ScreenConfig:
     max_train: int = 1000
     prior: str | None = None
     init_from: str | list[str] | None = None
-    search: int = 0
+    search: int | str = 0
     kappa: float = 0.0
     acquisition: str = "ucb"
     options: dict = field(default_factory=dict)

@@ -160,14 +160,52 @@ def test_pg_has_no_population_to_search_the_model_with():
 @pytest.mark.parametrize(
     ("screen", "line"),
     [
-        ({"search": -1}, "screen.search=-1 is invalid: expected an integer >= 0"),
-        ({"search": 1.5}, "screen.search=1.5 is invalid: expected an integer >= 0"),
+        ({"search": -1}, "screen.search=-1 is invalid: expected an integer >= 0 or auto"),
+        ({"search": 1.5}, "screen.search=1.5 is invalid: expected an integer >= 0 or auto"),
         ({"kappa": -1}, "screen.kappa=-1 is invalid: expected a number >= 0"),
         ({"acquisition": "pi"}, "screen.acquisition=pi is invalid: expected one of ucb, ei"),
     ],
 )
 def test_bad_search_values_are_named(screen, line):
     assert config_problems({"screen": screen}) == [line]
+
+
+def composed_screen(*overrides: str) -> dict:
+    """The ``screen`` section ``egrl-train`` composes from ``overrides``."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module("configs", version_base=None):
+        return OmegaConf.to_container(compose("train", overrides=list(overrides)).screen)
+
+
+@pytest.mark.parametrize(
+    ("agent", "screen", "generations"),
+    [
+        ({"name": "ea"}, "forest", 10),
+        ({"name": "egrl"}, "forest", 10),
+        ({"name": "egrl"}, "gnn", 10),
+        ({"name": "ga"}, "forest", 0),
+        ({"name": "sa"}, "forest", 0),
+        ({"name": "random"}, "forest", 0),
+        ({"name": "egrl"}, "critic", 0),  # searching the critic did not pay: its default is 0
+        ({"name": "pg", "use_population": False}, "forest", 0),  # no population to search with
+    ],
+)
+def test_a_screen_searches_the_model_where_the_study_found_it_pays(agent, screen, generations):
+    """``screen=forest`` and ``screen=gnn`` default to ``screen.search=auto``: model search
+    for EA and EGRL, pool re-ranking for the rest."""
+    section = composed_screen(f"screen={screen}")
+    assert section["search"] == ("auto" if screen != "critic" else 0)
+    section = {**section, "warmup": 10}
+    cfg = train_config({"budget": 20, "progress": False, "agent": agent, "screen": section})
+    assert make_agent(make_env("nnpi", "resnet18"), cfg).search_generations == generations
+
+
+def test_auto_without_a_screen_searches_nothing_and_is_not_refused():
+    assert config_problems({"screen": {"search": "auto"}}) == []
+    cfg = config({"name": "sa"}, 10, name="none", search="auto")
+    assert make_agent(make_env("nnpi", "resnet18"), cfg).search_generations == 0
 
 
 def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):

@@ -197,7 +197,7 @@ class SimulatedAnnealing(SearchAgent):
         Returns the maps visited, int64 ``[C, G, N, H]``: ``first`` (each chain's usual
         neighbour, ``[C, N, H]``) and the walk's proposals after it, for the screen to pick
         one per chain (:meth:`~egrl.screening.screen.Screen.choose`)."""
-        steps = int(self.cfg.screen.search)
+        steps = self.search_generations
         state = self.current.copy()
         value = self.screen.value(state)
         visited = [first]

@@ -27,7 +27,7 @@ from egrl.env import Env
 from egrl.evaluations import EvaluationLog
 from egrl.ledger import Best, Ledger, Timer, measure_cache
 from egrl.rundir import RunDir
-from egrl.screening.base import CRITIC_MODELS
+from egrl.screening.base import AUTO, CRITIC_MODELS, resolve_search
 from egrl.screening.screen import SCREEN_COLUMNS, make_screen
 from egrl.validation import ConfigError
 
@@ -84,6 +84,10 @@ class SearchAgent:
     #: its operators can search the screen's model between paid batches (``screen.search``;
     #: :meth:`searches_model` says whether a configuration of it does)
     model_search: bool = False
+    #: generations of model search that ``screen.search=auto`` (``screen=forest``'s and
+    #: ``screen=gnn``'s default) gives this agent: 0 re-ranks a pool (docs/screening.md,
+    #: "Model search", says which agents the study found model search pays for)
+    default_search: int = 0
     #: the agent writes policy snapshots (:meth:`save_policy_snapshot`)
     snapshots: bool = False
     #: the agent's section of the run config, with the options and sections it owns
@@ -159,6 +163,8 @@ class SearchAgent:
                 "policy to start from it (egrl, ea and pg have)"
             )
         screen, agent, search = cfg.screen.name, cfg.agent.name, cfg.screen.search
+        if search == AUTO:  # the agent's own default: never refused
+            search = 0
         if screen == "none" and search:
             why = f"screen.search={search} is invalid: screen=none has no model to search"
         elif screen != "none" and not self.screens:
@@ -224,9 +230,20 @@ class SearchAgent:
         return np.where(ran, ev.reward, np.nan)
 
     @property
+    def search_generations(self) -> int:
+        """Steps of the agent's operators on the screen's model between paid batches:
+        ``screen.search``, or with ``auto`` the agent's :attr:`default_search` where it can
+        search the model (0 without a screen: nothing to search)."""
+        return resolve_search(
+            self.cfg.screen.search,
+            self.cfg.screen.name,
+            self.default_search if self.searches_model(asdict(self.cfg.agent)) else 0,
+        )
+
+    @property
     def searching(self) -> bool:
         """This generation searches the screen's model (``screen.search``, a model fitted)."""
-        return bool(self.cfg.screen.search) and self.screen is not None and self.screen.active
+        return bool(self.search_generations) and self.screen is not None and self.screen.active
 
     @property
     def name(self) -> str:

@@ -162,7 +162,7 @@ class GeneticAlgorithm(SearchAgent):
         to every copy in it."""
         self._predict([ind for ind in self.population if not ind.measured])
         bred: list[Genome] = []
-        for _ in range(int(self.cfg.screen.search)):
+        for _ in range(self.search_generations):
             offspring = self._offspring()
             children = [ind for ind in offspring if not ind.fitness.valid]
             self._predict(children)

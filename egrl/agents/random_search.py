@@ -53,7 +53,7 @@ class RandomSearch(SearchAgent):
             # model search (``screen.search=G``, a model fitted): G maps drawn per map paid
             draws = self.pool
             if self.searching:
-                draws = max(draws, int(self.cfg.screen.search))
+                draws = max(draws, self.search_generations)
             candidates = self.env.random_mappings(count * draws, self.rng)
             maps = candidates[self.select(candidates, count)]
         self.evaluate(maps, "random")

@@ -128,14 +128,17 @@ def screen_problems(task: dict) -> list[str]:
 
     from egrl.agents import agent_class
     from egrl.config import ScreenConfig
-    from egrl.screening.base import CRITIC_MODELS
+    from egrl.screening.base import AUTO, CRITIC_MODELS
     from egrl.screening.models import MODELS
     from egrl.screening.rules import option_problems
 
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")
-    if name == "none" and screen.get("search"):
-        return [model_search_without_model(screen["search"])]
+    search = screen.get("search") or 0
+    if search == AUTO:  # the agent's own default (none without a model): never refused
+        search = 0
+    if name == "none" and search:
+        return [model_search_without_model(search)]
     if name not in MODELS:
         return []
     section = dict(task.get("agent") or {})
@@ -145,7 +148,6 @@ def screen_problems(task: dict) -> list[str]:
             return [screen_refusal(name, agent)]
         if name in CRITIC_MODELS and not agent_class(agent).has_critic(section):
             return [critic_refusal(name, agent)]
-        search = screen.get("search") or 0
         if (
             search
             and not isinstance(search, bool)

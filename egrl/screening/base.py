@@ -24,6 +24,16 @@ NAMES = ("none", "forest", "critic", "gnn")
 #: models that rank with the agent's learned critic: their factory also takes ``critic``
 #: (:class:`egrl.screening.critic.LearnerCritic`), and only agents with one accept them
 CRITIC_MODELS = ("critic",)
+#: ``screen.search=auto``: the agent's own default number of model-search generations
+AUTO = "auto"
+
+
+def resolve_search(search: int | str, screen: str, default: int) -> int:
+    """Generations of model search a run makes: ``search`` (``screen.search``), or with
+    :data:`AUTO` the agent's ``default``; always 0 without a model (``screen`` ``none``)."""
+    if screen == "none":
+        return 0 if search == AUTO else int(search)
+    return int(default) if search == AUTO else int(search)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ table of a training run. :data:`OPTIONS` holds what each model adds (``screen.tr
 
 from __future__ import annotations
 
-from egrl.screening.base import NAMES
+from egrl.screening.base import AUTO, NAMES
 from egrl.validation import Rule, at_least, positive, show
 
 #: dotted key -> rule, for every key of the ``screen`` section (``egrl.config.ScreenConfig``)
@@ -23,7 +23,7 @@ RULES: dict[str, Rule] = {
     "screen.init_from": Rule(
         str, pattern=r".+", describe="a run directory or a list of them", optional=True, many=True
     ),
-    "screen.search": at_least(0),
+    "screen.search": Rule(int, low=0, words=(AUTO,)),
     "screen.kappa": at_least(0, float),
     "screen.acquisition": Rule(str, choices=("ucb", "ei")),
 }

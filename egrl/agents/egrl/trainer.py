@@ -140,6 +140,7 @@ class Trainer(SearchAgent):
     accepts_init_from = True
     screens = True
     model_search = True
+    default_search = 10  # the model-search study: EA and EGRL gain, 10 generations per batch
     snapshots = True
     config_class = EGRLConfig
     extra_columns = (
@@ -453,7 +454,7 @@ class Trainer(SearchAgent):
         member that proposed it ``[G * P]`` and, if the target wants them, its
         probabilities ``[G * P, N, H, C]``."""
         maps, kinds, probs = [], [], []
-        for generation in range(int(self.cfg.screen.search)):
+        for generation in range(self.search_generations):
             if generation:
                 self.population.evolve(self.graph, self.generator)
             gen_maps, gen_kinds, gen_probs = self._population_maps()
@@ -470,7 +471,7 @@ class Trainer(SearchAgent):
         fitness = np.full(len(kinds), -np.inf)
         if self.searching:  # the model's; the last model generation's rows start at ``last``
             fitness = self.population.fitness.copy()
-            last = len(kinds) * (int(self.cfg.screen.search) - 1)
+            last = len(kinds) * (self.search_generations - 1)
         evaluations = []
         for ticket_id, (role, rows) in sent.items():
             if role == POPULATION:
