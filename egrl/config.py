@@ -99,7 +99,7 @@ class ConfirmConfig:
 
     top: int = 3
     repeats: int = 5
-    reread: int = 5
+    reread: int = 2
 
 
 @dataclass
