@@ -6,7 +6,7 @@ asks the run to record every answered map in ``evaluations.csv`` (:mod:`egrl.run
 
     proposal    1, 2, ...: the map's place among every map the run was answered
     generation  the generation it was answered in (from 1)
-    iterations  paid measurements once it was answered
+    iterations  paid measurements (board runs: ``R`` per map read ``R`` times) once it was answered
     paid        1: measured (counts in the budget); 0: answered from the measure cache
     wall_s      the run's wall clock when it was answered (``metrics.csv``'s clock)
     source      who proposed it (the replay buffer's tag: ``pop``, ``es``, ``muzero`` ...)
@@ -61,6 +61,7 @@ class EvaluationLog:
         before: tuple[int, int],
         generation: int,
         wall_s: float,
+        readings: int = 1,
     ) -> None:
         """Record one answered submission of ``B`` maps.
 
@@ -71,6 +72,7 @@ class EvaluationLog:
             before: ``(iterations, proposals)`` of the run before this submission.
             generation: the generation under way (from 1).
             wall_s: the run's wall clock now.
+            readings: board runs one paid map costs (``hwmodel.params.repeats``).
         """
         if self.files is None or len(ev) == 0:
             return
@@ -79,7 +81,7 @@ class EvaluationLog:
             self.files.truncate_evaluations(proposals)
             self._synced = True
         values = self._values(ev)
-        count = iterations + np.cumsum(np.asarray(paid, dtype=np.int64))
+        count = iterations + readings * np.cumsum(np.asarray(paid, dtype=np.int64))
         self._keep_best(values, ev, count)
         columns = {
             "proposal": (proposals + 1 + np.arange(len(ev))).tolist(),

@@ -544,6 +544,7 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
     the chip runs 9 of them (besides the compiler's map at binding), and iterations
     count board runs."""
     from egrl.agents import make_agent, train_config
+    from egrl.rundir import RunDir
 
     log = tmp_path / "requests.jsonl"
     env = egrl.make_env(
@@ -562,11 +563,14 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
             "progress": False,
             "agent": {"name": "random", "batch": 2},
             "confirm": {"top": 0},
+            "record_evaluations": True,
         }
     )
-    agent = make_agent(env, cfg)
+    agent = make_agent(env, cfg, run_dir=tmp_path / "run")
     agent.run()
     assert agent.iterations == 9 and agent.proposals == 3
+    # evaluations.csv counts board runs as metrics.csv does
+    assert RunDir(tmp_path / "run").read_evaluations()["iterations"].tolist() == [3, 6, 9]
     read = sum(json.loads(line)[2] for line in log.read_text().splitlines())
     assert read == 9
     assert [r["iterations"] for r in agent.rows] == [6, 9]
