@@ -119,6 +119,13 @@ class ReplayBuffer:
         return slots.astype(np.int64)
 
     # ----------------------------------------------------------------- reading
+    def in_order(self) -> np.ndarray:
+        """int64 ``[len(self)]``: the slots held, oldest first (once the buffer has wrapped
+        the oldest is the slot the next map overwrites)."""
+        if self._size < self.capacity:
+            return np.arange(self._size, dtype=np.int64)
+        return (self._cursor + np.arange(self.capacity, dtype=np.int64)) % self.capacity
+
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Draw ``batch_size`` transitions uniformly (with replacement) from filled slots.
 

@@ -27,6 +27,14 @@ def test_wraps_around_and_keeps_the_newest():
     assert buf.counts_by_source() == {"gnn": 1, "boltzmann": 4}
 
 
+def test_in_order_gives_the_slots_oldest_first_before_and_after_a_wrap():
+    buf = ReplayBuffer(capacity=5, num_units=3, num_heads=2)
+    buf.add(_maps([0, 1, 2]), [0.0, 1.0, 2.0], source="gnn")
+    assert buf.in_order().tolist() == [0, 1, 2]
+    buf.add(_maps([3, 4, 5, 6]), [3.0, 4.0, 5.0, 6.0], source="gnn")
+    assert buf.actions[buf.in_order(), 0, 0].tolist() == [2, 3, 4, 5, 6]
+
+
 def test_a_batch_larger_than_capacity_keeps_its_last_maps():
     buf = ReplayBuffer(capacity=3, num_units=3, num_heads=2)
     buf.add(_maps([1]), [1.0], source="gnn")

@@ -335,9 +335,9 @@ class SearchAgent:
         """Read the best maps of a noisy target again (:mod:`egrl.confirm`) from the budget
         reserved for it: one more metrics row (its ``confirmed_*`` columns filled) and a
         checkpoint. Fewer candidates than ``confirm.top`` get more rounds each."""
-        n = len(self.record)
-        maps = self.record.actions[:n].astype(np.int64)
-        speedups = np.sqrt(np.maximum(self.record.rewards[:n].astype(np.float64), 0.0))
+        rows = self.record.in_order()  # oldest first, so a map's last row is its latest answer
+        maps = self.record.actions[rows].astype(np.int64)
+        speedups = np.sqrt(np.maximum(self.record.rewards[rows].astype(np.float64), 0.0))
         last = confirm.latest(maps)  # each map's mean so far, not its luckiest reading
         chosen = last[confirm.top_maps(maps[last], speedups[last], self.cfg.confirm.top)]
         if not len(chosen):
