@@ -27,7 +27,7 @@ from egrl.report import (
     transition_counts,
     umap_panel,
 )
-from egrl.report.runs import buffer_in_order
+from egrl.report.runs import buffer_in_order, env_from_config
 from egrl.report.selection import best_mask, competitive_mask
 from tests.nnpi_workloads import random_dag
 
@@ -131,6 +131,15 @@ def test_load_run_trusts_the_hardware_model_not_stored_rewards(runs, tmp_path, c
     assert "stored rewards differ" in caplog.text
     fresh = make_env("nnpi", run.env.workload, sram_mib=0.125, llc_mib=1.0).evaluate(run.maps)
     np.testing.assert_array_equal(run.valid, fresh.valid)
+
+
+def test_a_run_on_a_rewritten_workload_is_reported_on_it():
+    """A run with ``workload.eliminate_data_movement=true`` searched BERT without its copies:
+    its report binds the same rewritten graph (137 units, not 185)."""
+    config = {"hwmodel": {"name": "nnpi"}, "workload": {"name": "bert-base"}}
+    assert env_from_config(config).num_units == 185
+    config["workload"]["eliminate_data_movement"] = True
+    assert env_from_config(config).num_units == 137
 
 
 def test_buffer_in_order_after_the_buffer_wrapped():

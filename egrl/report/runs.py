@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.checkpoint import load_state
-from egrl.env import Env, make_env, reward_of
+from egrl.env import Env, env_from_config
 from egrl.ledger import record_state
 from egrl.replay import ReplayBuffer
 from egrl.rundir import BEST_FILE, CHECKPOINTS_DIR, RunDir
@@ -136,17 +136,6 @@ def last_checkpoint(run_dir: Path) -> Path:
             f"run directory {run_dir}: no checkpoint ({ckpt_dir}/gen_XXXXXX/state.json is missing)"
         )
     return found
-
-
-def env_from_config(cfg: dict) -> Env:
-    """Rebuild the run's environment (hardware model bound to the workload)."""
-    return make_env(
-        hwmodel=cfg["hwmodel"]["name"],
-        workload=cfg["workload"]["name"],
-        invalid_reward_scale=float(cfg.get("invalid_reward_scale", 1.0)),
-        reward=reward_of(cfg),
-        **(cfg["hwmodel"].get("params") or {}),
-    )
 
 
 def paid_iterations(
