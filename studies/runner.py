@@ -301,7 +301,7 @@ def command(name: str, overrides: Sequence[str]) -> str:
 LAUNCH_KEYS = ("launcher", "groups_at_once")
 #: plan keys that pick part of the plan: a run with only these (and launch keys) adds to
 #: the runs of the recorded command without changing what reproduces them
-PART_KEYS = ("problems", "agents", "screens", "problem_only")
+PART_KEYS = ("problems", "agents", "screens", "problem_only", "agent_problems")
 
 
 def plan_key(override: str) -> str:

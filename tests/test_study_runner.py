@@ -132,6 +132,8 @@ def test_the_record_keeps_the_study_a_part_of_it_adds_to(tmp_path):
     assert runner.recorded_command(tmp_path, "study", []) == "python -m studies run study seeds=3"
     runner.record(tmp_path, "study", ["problems=[a]", "launcher=[hydra/launcher=parallel]"])
     assert runner.recorded_command(tmp_path, "study", []).endswith("run study seeds=3")
+    runner.record(tmp_path, "study", ["problems=[a]", "agent_problems={smac: []}"])
+    assert runner.recorded_command(tmp_path, "study", []).endswith("run study seeds=3")
     runner.record(tmp_path, "study", ["budget=50"])
     assert runner.recorded_command(tmp_path, "study", []).endswith("run study budget=50")
     fresh = tmp_path / "fresh"
