@@ -12,7 +12,7 @@ from egrl import make_env
 from egrl.agents import make_agent, train_config
 from egrl.screening.features import Featurizer
 from egrl.screening.gnn import GNNModel
-from egrl.screening.models import Domain, ForestModel, Measured, build_model
+from egrl.screening.models import Domain, Ensemble, ForestModel, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, spearman, top_quarter
 from egrl.validation import ConfigError
 from tests.test_screening_transfer import earlier_run
@@ -126,12 +126,35 @@ def test_a_random_search_screened_by_the_gnn_respects_its_budget():
         assert np.isnan(quality[0]) and np.isfinite(quality[2:]).all()
 
 
+def test_a_gnn_ensemble_ranks_by_its_mean_and_spreads_across_its_members():
+    env = make_env("nnpi", "resnet18")
+    data = [random_measured(env, 60, 0)]
+    maps = env.random_mappings(20, np.random.default_rng(1))
+    options = {"steps": 40, "hidden": 8}
+    assert isinstance(build_model("gnn", 7, {**options, "ensemble": 1}), GNNModel)
+    ensemble = build_model("gnn", 7, {**options, "ensemble": 3})
+    assert isinstance(ensemble, Ensemble) and len(ensemble.members) == 3
+    ensemble.fit(data)
+    domain = data[0].domain
+    each = np.stack([m.predict(domain, maps) for m in ensemble.members])
+    mean, spread = ensemble.predict_with_spread(domain, maps)
+    np.testing.assert_allclose(mean, each.mean(axis=0))
+    np.testing.assert_allclose(spread, each.std(axis=0))
+    assert (spread > 0).all()  # members with their own seeds disagree
+    np.testing.assert_array_equal(ensemble.predict(domain, maps), mean)
+    again = build_model("gnn", 7, {**options, "ensemble": 3})
+    again.fit(data)
+    np.testing.assert_array_equal(again.predict(domain, maps), mean)  # seed and data alone
+
+
 def test_gnn_options_are_checked():
     env = make_env("nnpi", "resnet18")
     with pytest.raises(ConfigError, match=r"screen.hidden=0 is invalid: expected an integer >= 1"):
         make_agent(env, gnn_run(20, hidden=0))
     with pytest.raises(ConfigError, match=r"screen.lr=0 is invalid: expected a number > 0"):
         make_agent(env, gnn_run(20, lr=0))
+    with pytest.raises(ConfigError, match=r"screen.ensemble=0 is invalid: expected an integer"):
+        make_agent(env, gnn_run(20, ensemble=0))
     with pytest.raises(ConfigError, match=r"screen 'gnn' has no option 'trees'"):
         make_agent(env, gnn_run(20, trees=8))
 

@@ -15,7 +15,11 @@ description). scikit-learn is imported when a forest is first built, not with th
 ``critic``: the agent's learner's twin-Q critic (:mod:`egrl.screening.critic`); it is
 built with the critic the agent attached to its screen (:data:`CRITIC_MODELS`).
 
-``gnn``: a graph network over the workload graph and the map (:mod:`egrl.screening.gnn`).
+``gnn``: a graph network over the workload graph and the map (:mod:`egrl.screening.gnn`);
+with ``ensemble: K`` (> 1) ``K`` of them, each with its own seed (its own weights and
+minibatches), whose mean is the prediction and whose standard deviation is the spread
+that ``screen.kappa`` and ``screen.acquisition=ei`` read (:class:`Ensemble`), as the
+forest's trees are.
 """
 
 from __future__ import annotations
@@ -80,11 +84,42 @@ class ForestModel:
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 
-def _gnn_model(**kwargs) -> CostModel:
+class Ensemble:
+    """``K`` models of one kind fitted on the same data, each with its own seed: their
+    mean predicts and their standard deviation is the spread (deep ensembles,
+    Lakshminarayanan et al., 2017).
+
+    Args:
+        members: the unfitted models.
+    """
+
+    def __init__(self, members: Sequence[CostModel]) -> None:
+        self.members = list(members)
+
+    def fit(self, data: Sequence[Measured]) -> None:
+        for member in self.members:
+            member.fit(data)
+
+    def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
+        return self.predict_with_spread(domain, maps)[0]
+
+    def predict_with_spread(
+        self, domain: Domain, maps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The members' mean and standard deviation for maps int ``[B, N, H]``: float64
+        ``[B]`` each."""
+        each = np.stack([m.predict(domain, maps) for m in self.members])
+        return each.mean(axis=0), each.std(axis=0)
+
+
+def _gnn_model(seed: int, ensemble: int = 1, **kwargs) -> CostModel:
     # torch_geometric takes seconds to import: loaded when a gnn is first built
     from egrl.screening.gnn import GNNModel
 
-    return GNNModel(**kwargs)
+    if int(ensemble) == 1:
+        return GNNModel(seed=seed, **kwargs)
+    seeds = np.random.SeedSequence([int(seed), int(ensemble)]).generate_state(int(ensemble))
+    return Ensemble([GNNModel(seed=int(s), **kwargs) for s in seeds])
 
 
 #: model name -> factory; a factory takes ``seed`` and the model's own options as keywords

@@ -43,6 +43,7 @@ OPTIONS: dict[str, dict[str, Rule]] = {
         "lr": positive(),
         "batch": at_least(1),
         "weight_decay": at_least(0, float),
+        "ensemble": at_least(1),
     },
 }
 
