@@ -61,7 +61,6 @@ class EvaluationLog:
         before: tuple[int, int],
         generation: int,
         wall_s: float,
-        readings: int = 1,
     ) -> None:
         """Record one answered submission of ``B`` maps.
 
@@ -72,7 +71,6 @@ class EvaluationLog:
             before: ``(iterations, proposals)`` of the run before this submission.
             generation: the generation under way (from 1).
             wall_s: the run's wall clock now.
-            readings: board runs one paid map costs (``hwmodel.params.repeats``).
         """
         if self.files is None or len(ev) == 0:
             return
@@ -81,7 +79,8 @@ class EvaluationLog:
             self.files.truncate_evaluations(proposals)
             self._synced = True
         values = self._values(ev)
-        count = iterations + readings * np.cumsum(np.asarray(paid, dtype=np.int64))
+        paid_runs = self.env.readings_per_map * np.cumsum(np.asarray(paid, dtype=np.int64))
+        count = iterations + paid_runs  # board runs, as the ledger counts them
         self._keep_best(values, ev, count)
         columns = {
             "proposal": (proposals + 1 + np.arange(len(ev))).tolist(),

@@ -280,7 +280,6 @@ class Ledger:
             (self.iterations, self.proposals),
             generation,
             wall_s,
-            self.readings,
         )
         self.iterations += self.readings * int(answered.paid.sum())
         new = answered.paid if answered.again is None else answered.paid & ~answered.again
@@ -315,8 +314,7 @@ class Ledger:
             return np.full(len(batch), np.nan), np.zeros(len(batch), bool), batch
         generation, wall_s = self.stamp()
         before = (self.iterations, self.proposals)
-        paid = np.ones(len(ev), bool)
-        self.evaluation_log.add(source, ev, paid, before, generation, wall_s, self.readings)
+        self.evaluation_log.add(source, ev, np.ones(len(ev), bool), before, generation, wall_s)
         self.iterations += self.readings * len(ev)
         self.proposals += len(ev)
         rectified = np.asarray(ev.rectified, dtype=np.int64).reshape(batch.shape)
