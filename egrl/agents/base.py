@@ -27,7 +27,7 @@ from egrl.env import Env
 from egrl.evaluations import EvaluationLog
 from egrl.ledger import Best, Ledger, Timer, measure_cache
 from egrl.rundir import RunDir
-from egrl.screening.base import AUTO, CRITIC_MODELS, resolve_search
+from egrl.screening.base import CRITIC_MODELS, resolve_search
 from egrl.screening.screen import SCREEN_COLUMNS, make_screen
 from egrl.validation import ConfigError
 
@@ -162,9 +162,8 @@ class SearchAgent:
                 f"init_from={cfg.init_from} is invalid: agent {cfg.agent.name!r} has no GNN "
                 "policy to start from it (egrl, ea and pg have)"
             )
-        screen, agent, search = cfg.screen.name, cfg.agent.name, cfg.screen.search
-        if search == AUTO:  # the agent's own default: never refused
-            search = 0
+        screen, agent = cfg.screen.name, cfg.agent.name
+        search = resolve_search(cfg.screen.search)  # auto, the agent's own: never refused
         if screen == "none" and search:
             why = f"screen.search={search} is invalid: screen=none has no model to search"
         elif screen != "none" and not self.screens:
@@ -234,11 +233,9 @@ class SearchAgent:
         """Steps of the agent's operators on the screen's model between paid batches:
         ``screen.search``, or with ``auto`` the agent's :attr:`default_search` where it can
         search the model (0 without a screen: nothing to search)."""
-        return resolve_search(
-            self.cfg.screen.search,
-            self.cfg.screen.name,
-            self.default_search if self.searches_model(asdict(self.cfg.agent)) else 0,
-        )
+        screen = self.cfg.screen
+        can = screen.name != "none" and self.searches_model(asdict(self.cfg.agent))
+        return resolve_search(screen.search, self.default_search if can else 0)
 
     @property
     def searching(self) -> bool:

@@ -28,11 +28,9 @@ CRITIC_MODELS = ("critic",)
 AUTO = "auto"
 
 
-def resolve_search(search: int | str, screen: str, default: int) -> int:
-    """Generations of model search a run makes: ``search`` (``screen.search``), or with
-    :data:`AUTO` the agent's ``default``; always 0 without a model (``screen`` ``none``)."""
-    if screen == "none":
-        return 0 if search == AUTO else int(search)
+def resolve_search(search: int | str, default: int = 0) -> int:
+    """Generations of model search ``screen.search`` asks for: the number, or with
+    :data:`AUTO` the agent's ``default``."""
     return int(default) if search == AUTO else int(search)
 
 
