@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from egrl import make_env
 from egrl.agents import make_agent, train_config
@@ -16,6 +17,7 @@ from egrl.screening.models import ForestModel
 from egrl.screening.screen import Screen, expected_improvement
 from egrl.validation import ConfigError
 from tests.test_cli import assert_refused, egrl_train_in_process
+from tests.test_time_limit import compose
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -170,15 +172,6 @@ def test_bad_search_values_are_named(screen, line):
     assert config_problems({"screen": screen}) == [line]
 
 
-def composed_screen(*overrides: str) -> dict:
-    """The ``screen`` section ``egrl-train`` composes from ``overrides``."""
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
-    with initialize_config_module("configs", version_base=None):
-        return OmegaConf.to_container(compose("train", overrides=list(overrides)).screen)
-
-
 @pytest.mark.parametrize(
     ("agent", "screen", "generations"),
     [
@@ -195,7 +188,7 @@ def composed_screen(*overrides: str) -> dict:
 def test_a_screen_searches_the_model_where_the_study_found_it_pays(agent, screen, generations):
     """``screen=forest`` and ``screen=gnn`` default to ``screen.search=auto``: model search
     for EA and EGRL, pool re-ranking for the rest."""
-    section = composed_screen(f"screen={screen}")
+    section = OmegaConf.to_container(compose(f"screen={screen}").screen)
     assert section["search"] == ("auto" if screen != "critic" else 0)
     section = {**section, "warmup": 10}
     cfg = train_config({"budget": 20, "progress": False, "agent": agent, "screen": section})
