@@ -430,8 +430,9 @@ def problem_markdown(result: PeersResult, figure: str) -> list[str]:
 
 
 def missing_notes(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
-    """Per problem, the plan's agents it did not run (``agent_problems``, ``problem_only``)
-    and those without a finished run; a problem with no result at all."""
+    """Per problem, the plan's agents it did not run (``agent_problems``, ``problem_only``),
+    those without a finished run and those with fewer finished runs than the plan's seeds
+    (a study still under way); a problem with no result at all."""
     found = {r.problem: r for r in results}
     notes = []
     for problem in cfg.problems:
@@ -446,6 +447,14 @@ def missing_notes(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
         unfinished = [a for a in planned if a not in ran]
         if unfinished:
             notes.append(f"{problem}: {', '.join(unfinished)} without a finished run")
+        seeds = int(cfg.seeds)
+        short = [
+            f"{a.agent} {len(a.cell.runs)}"
+            for a in found[problem].agents
+            if len(a.cell.runs) < seeds
+        ]
+        if short:
+            notes.append(f"{problem}: finished runs of {seeds} seeds: {', '.join(short)}")
     return notes
 
 

@@ -176,8 +176,13 @@ def test_the_section_says_which_targets_are_met_and_who_wins(study, tmp_path):
             "problem_only={chip-resnet50: {agents: [ea,optuna-tpe]}}",
         ],
     )
+    assert peers.missing_notes(partial, peers.analyse(partial, study))[0] == (
+        "nnpi-resnet101: smac without a finished run"
+    )
+    # a study under way: an agent with fewer finished runs than the plan's seeds
+    write_agent(study, "nnpi-resnet101", "smac", [[(100, 0.7), (400, 0.9)]] * 3)
     assert peers.missing_notes(partial, peers.analyse(partial, study)) == [
-        "nnpi-resnet101: smac without a finished run",
+        "nnpi-resnet101: finished runs of 5 seeds: smac 3",
         "chip-resnet50: sa, random, smac not run here (the plan's limits)",
         "chip-resnet101: no finished run of the toolkit's agents",
     ]
