@@ -292,9 +292,17 @@ def winner_line(result: PeersResult) -> str:
         if result.best_peer is None:
             return text + ", no peer ran."
         peer = result.agent(result.best_peer)
-        return text + (
+        text += (
             f"; the best peer, {peer.agent}, ends at {format_mean_std(peer.cell.final)}, "
-            f"{margin(peer, best)} ({test_text(peer.tests['final'])})."
+            f"{margin(peer, best)} ({test_text(peer.tests['final'])})"
+        )
+        if not level(peer, best):
+            return text + "."
+        return text + (
+            f"; to {result.level:.0%} of the reference it takes "
+            f"{format_samples(peer.cell.to_level)} paid measurements, {best.agent} "
+            f"{format_samples(best.cell.to_level)} ({test_text(peer.tests['level'])}, "
+            f"{peer.agent} first)."
         )
     top = above[0]
     return (
@@ -304,8 +312,16 @@ def winner_line(result: PeersResult) -> str:
     )
 
 
+def level(a: AgentResult, b: AgentResult) -> bool:
+    """Whether ``a`` and ``b`` end level: equal mean finals to the section's 4 decimals."""
+    return round(a.mean_final, 4) == round(b.mean_final, 4)
+
+
 def margin(a: AgentResult, b: AgentResult) -> str:
-    """``+2.4% over`` / ``-13.0% under``: ``a``'s mean final against ``b``'s."""
+    """``+2.4% over`` / ``-13.0% under`` / ``level with``: ``a``'s mean final against
+    ``b``'s."""
+    if level(a, b):
+        return "level with"
     if b.mean_final <= 0:
         return f"{a.mean_final - b.mean_final:+.4f} against"
     change = a.mean_final / b.mean_final - 1.0

@@ -194,6 +194,33 @@ def test_the_section_says_which_targets_are_met_and_who_wins(study, tmp_path):
     assert "**not assessed**: chip-resnet50 without runs" in lines[0]
 
 
+def test_a_peer_level_with_the_toolkit_is_told_by_its_samples(tmp_path):
+    """Both end at the optimum: no peer wins, and the line says who got to 99% first."""
+    out = tmp_path / "out"
+    write_agent(out, "nnpi-resnet101", "ea", [[(60, 0.9), (120, 1.0), (400, 1.0)]] * 5)
+    write_agent(out, "nnpi-resnet101", "optuna-gp", [[(50, 1.0), (400, 1.0)]] * 5)
+    write_optimum(out / "nnpi-resnet101", "resnet101", 1.0, proven=True)
+    cfg = runner.load_plan(
+        "peers",
+        [
+            f"out={out}",
+            "problems=[nnpi-resnet101]",
+            "agents=[ea,optuna-gp]",
+            "peers=[optuna-gp]",
+            "agent_problems.optuna-gp=null",
+        ],
+    )
+    (result,) = peers.analyse(cfg, out)
+    assert (result.best, result.best_peer) == ("ea", "optuna-gp")
+    assert not peers.peers_above(result)
+    assert peers.winner_line(result) == (
+        "**nnpi-resnet101**: ea wins (1.0000 ± 0.0000); the best peer, optuna-gp, ends at "
+        "1.0000 ± 0.0000, level with (p = 1.000, 50%); to 99% of the reference it takes "
+        "50 [50-50] (5/5) paid measurements, ea 120 [120-120] (5/5) (p = 0.004, 100%, "
+        "optuna-gp first)."
+    )
+
+
 @pytest.mark.slow
 def test_smoke_preset_end_to_end(tmp_path):
     """EA, Optuna's TPE and random search on resnet18, two seeds of 40 paid maps read at 20
