@@ -428,8 +428,9 @@ def intro(cfg: DictConfig, machine: str) -> str:
         "mean final; every other agent is tested against it: two-sided Mann-Whitney U of the "
         "best speedups (with the share of pairs where the agent ended higher) and of the "
         "samples to a level (never reached ranks last; the share of pairs where the agent "
-        "got there first). Samples to a level: median [min-max] over the runs that reached "
-        "it (how many did). `ms per paid map`: the run's wall time over its paid "
+        "got there first). Samples to a level: the paid measurements (`iterations`) by the end "
+        "of the generation in which the run's best speedup first reached it, median [min-max] "
+        "over the runs that reached it (how many did). `ms per paid map`: the run's wall time over its paid "
         "measurements." + chip_text(cfg)
     )
 
