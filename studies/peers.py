@@ -241,9 +241,12 @@ def analyse(cfg: DictConfig, out: Path) -> list[PeersResult]:
 
 # ------------------------------------------------------------------ targets
 def peers_above(result: PeersResult) -> list[AgentResult]:
-    """The peers whose mean final is above the toolkit's best agent's, best first."""
-    best = result.agent(result.best).mean_final
-    above = [a for a in result.agents if a.peer and a.mean_final > best]
+    """The peers whose mean final is above the toolkit's best agent's (and not
+    :func:`level` with it), best first."""
+    best = result.agent(result.best)
+    above = [
+        a for a in result.agents if a.peer and a.mean_final > best.mean_final and not level(a, best)
+    ]
     return sorted(above, key=lambda a: -a.mean_final)
 
 
@@ -430,8 +433,8 @@ def intro(cfg: DictConfig, machine: str) -> str:
         "samples to a level (never reached ranks last; the share of pairs where the agent "
         "got there first). Samples to a level: the paid measurements (`iterations`) by the end "
         "of the generation in which the run's best speedup first reached it, median [min-max] "
-        "over the runs that reached it (how many did). `ms per paid map`: the run's wall time over its paid "
-        "measurements." + chip_text(cfg)
+        "over the runs that reached it (how many did). `ms per paid map`: the run's wall time "
+        "over its paid measurements." + chip_text(cfg)
     )
 
 
