@@ -35,7 +35,14 @@ from studies import model_search, screening
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
 from studies.runner import Page, RunSpec, StudyError, script_label
 from studies.screening import CellResult, test_text
-from studies.stats import compare, format_mean_std, format_samples, median_range, samples_to_level
+from studies.stats import (
+    compare,
+    format_mean_std,
+    format_samples,
+    median_range,
+    room_taken,
+    samples_to_level,
+)
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +379,7 @@ def table_markdown(result: PeersResult) -> str:
             format_mean_std(a.early),
             format_mean_std(a.cell.final),
             format_mean_std(a.cell.final / result.reference, "{:.2%}"),
+            format_mean_std(room_taken(a.cell.final, result.reference), "{:.0%}", "no room"),
             test_text(a.tests.get("early")),
             test_text(a.tests.get("final")),
             format_samples(a.cell.to_level),
@@ -388,6 +396,7 @@ def table_markdown(result: PeersResult) -> str:
         f"final at {result.early}",
         f"final at {result.budget}",
         "share of reference",
+        "room taken",
         f"against best at {result.early} (p, higher)",
         f"against best at {result.budget} (p, higher)",
         f"samples to {result.level:.0%}",
@@ -427,7 +436,9 @@ def intro(cfg: DictConfig, machine: str) -> str:
         f"{cfg.budget}. The agents, each at its defaults: {agents}. Speedups are over each "
         "target's native compiler; the reference is the proven optimum of the cost model "
         "(`env.optimum()`), else the best known value (the solver's or any run's, as the "
-        "heading says). The toolkit's best agent of a problem is its agent with the highest "
+        "heading says). `room taken`: the share of the room between the compiler and the "
+        "reference that the final took, (final - 1) / (reference - 1): 100% at the reference, "
+        "0% at the compiler's map or below it. The toolkit's best agent of a problem is its agent with the highest "
         "mean final; every other agent is tested against it: two-sided Mann-Whitney U of the "
         "best speedups (with the share of pairs where the agent ended higher) and of the "
         "samples to a level (never reached ranks last; the share of pairs where the agent "

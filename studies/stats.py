@@ -7,7 +7,8 @@
 - :func:`mann_whitney` and :func:`first_share`: the significance test between two agents
   over seeds, and the share of pairs where the first got there first; :func:`compare`: both;
 - :func:`best_known`: the value a share of the optimum divides by (proven, else best known);
-  :func:`solver_optimum`: the solver's answer for a problem's runs;
+  :func:`solver_optimum`: the solver's answer for a problem's runs; :func:`room_taken`: how
+  much of the room between the native compiler and that value a run took;
 - :func:`mean_std`, :func:`format_mean_std`, :func:`median_range`, :func:`geomean`: mean and
   spread over seeds; :func:`format_share`: a share over seeds as a percentage.
 """
@@ -35,6 +36,7 @@ __all__ = [  # mean and spread are the library's (egrl.aggregate.stats), shared 
     "mann_whitney",
     "mean_std",
     "median_range",
+    "room_taken",
     "samples_to_level",
 ]
 
@@ -120,6 +122,18 @@ def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> 
     if optimum is not None and math.isfinite(optimum):
         return (float(optimum), "solver") if optimum >= best else (best, "run")
     return best, "runs"
+
+
+def room_taken(finals: Sequence[float], reference: float) -> np.ndarray:
+    """float64 ``[R]``: the share of the room between the native compiler (speedup 1) and
+    ``reference`` that each final best speedup took, ``(final - 1) / (reference - 1)``: 1 at
+    the reference, 0 at the compiler or below it (a run below the compiler took none of the
+    room; how far below is its final's to say, not a share of the room, which can be a few
+    percent wide). All NaN when the reference is not above the compiler (no room)."""
+    finals = np.asarray(finals, dtype=np.float64)
+    if not reference > 1.0:
+        return np.full(finals.shape, np.nan)
+    return np.maximum(finals - 1.0, 0.0) / (reference - 1.0)
 
 
 def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-") -> str:

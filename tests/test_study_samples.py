@@ -16,7 +16,7 @@ from egrl.rundir import RunDir
 from egrl.runs import load_run
 from studies import render, runner, samples
 from studies.runner import hydra_quote
-from studies.stats import compare, format_samples
+from studies.stats import compare, format_samples, room_taken
 from tests.study_runs import write_optimum, write_run
 
 PROBLEM = samples.Problem("nnpi", "resnet101")
@@ -70,6 +70,15 @@ def test_format_samples_median_range_and_reached_counts():
     assert format_samples([math.inf] * 5) == "never (0/5)"
     assert format_samples([700.0, math.inf]) == "700 (1/2)"
     assert format_samples([300.0, 300.0]) == "300 [300-300] (2/2)"
+
+
+def test_room_taken_between_the_compiler_and_the_reference():
+    assert np.allclose(room_taken([1.0, 1.1, 1.2, 1.3], 1.2), [0.0, 0.5, 1.0, 1.5])
+    # below the compiler (no valid map: 0) takes none of the room
+    assert np.allclose(room_taken([0.9, 0.0], 1.02), [0.0, 0.0])
+    # no room above the compiler: nothing to take
+    assert np.isnan(room_taken([0.9, 1.0], 1.0)).all()
+    assert np.isnan(room_taken([0.9], 0.95)).all()
 
 
 def test_compare_ranks_never_as_infinity():
