@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from egrl.rundir import RunDir
 from studies import screening
 from studies.render import markdown_table, reproduce
 from studies.runner import Page, RunSpec, script_label
@@ -86,8 +85,7 @@ def screen_ms(cell: CellResult) -> np.ndarray:
     ``t_screening`` column) over its paid measurements, in ms."""
     out = []
     for run in cell.runs:
-        last = RunDir(run.path).read_metrics_rows()[-1]
-        seconds = float(last.get("t_screening") or "nan")
+        seconds = float(run.last_row.get("t_screening") or "nan")
         out.append(1000 * seconds / max(int(run.iterations[-1]), 1))
     return np.array(out)
 
