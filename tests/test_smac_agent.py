@@ -4,8 +4,11 @@ install it."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,16 @@ from tests.test_agents import read_metrics, small_env
 from tests.test_cli import assert_refused, egrl_train_in_process
 
 BUDGET = 40
+ROOT = Path(__file__).resolve().parents[1]
+#: a run's asked maps, in order, printed by a fresh interpreter
+ASKED_MAPS = """
+from egrl.agents import make_agent
+from tests.test_agents import small_env
+from tests.test_smac_agent import config
+agent = make_agent(small_env(), config())
+agent.run()
+print([agent.decisions.mapping(c).tolist() for c in agent.smac.runhistory.get_configs()])
+"""
 
 
 def config(seed: int = 5, budget: int = BUDGET, **options) -> TrainConfig:
@@ -49,6 +62,22 @@ def test_run_pays_its_budget_and_resumes_as_the_uninterrupted_run(tmp_path):
     again.run()
     assert read_metrics(resumed) == read_metrics(reference)
     assert env.num_evaluations == BUDGET - start
+
+
+@pytest.mark.slow
+def test_the_asked_maps_do_not_follow_the_string_hash_seed():
+    """One seed asks the same maps in any process: a replay on resume relies on it."""
+    pytest.importorskip("smac")
+    asked = []
+    for hash_seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(
+            [sys.executable, "-c", ASKED_MAPS], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        asked.append(done.stdout)
+    assert asked[0].count("[[") == BUDGET
+    assert asked[1] == asked[0] and asked[2] == asked[0]
 
 
 def test_native_start_is_the_first_configuration():

@@ -16,7 +16,8 @@ is built; the run does not let it configure logging. Its run history is written 
 pickle, so the agent records how many configurations each generation asked and the
 costs it told; resuming rebuilds SMAC with the same seed and replays those asks and
 tells (no hardware measurement, SMAC's own computation again), which restores it exactly
-because SMAC draws only from its seeded random states.
+because SMAC draws only from its seeded random states, once its local search starts in an
+order that does not follow the process's string-hash seed (:func:`ordered_maximizer`).
 """
 
 from __future__ import annotations
@@ -97,6 +98,46 @@ def start_first_design(smac, scenario, n_configs: int, first: list):
     return StartFirst(scenario, n_configs=n_configs, additional_configs=list(first))
 
 
+def ordered_maximizer(smac, scenario):
+    """The facade's acquisition maximizer (local and sorted random search), its local
+    search started from its points in an order that does not depend on the process.
+
+    SMAC 2.4 removes repeated start points through a ``set`` of configurations, whose hash
+    is that of their text, so their order, and every draw of the search after it, follows
+    the process's string-hash seed (``PYTHONHASHSEED``): two runs of one seed asked other
+    maps, and a resumed run's replay asked other maps than the run it replayed, telling
+    SMAC their costs. Here the start points keep the order SMAC's docstring describes: the
+    lowest predicted costs first (ties broken by the search's own random state), then the
+    additional start points, each configuration where it first occurs. One objective.
+    """
+    from smac.acquisition.maximizer.local_search import LocalSearch
+    from smac.utils.configspace import convert_configurations_to_array
+
+    class OrderedStarts(LocalSearch):
+        def _get_init_points_from_previous_configs(
+            self, previous_configs: list, n_points: int, additional_start_points: list | None
+        ) -> list:
+            best = []
+            if self._acquisition_function.model is not None:
+                x = convert_configurations_to_array(previous_configs)
+                cost = self._acquisition_function.model.predict_marginalized(x)[0].ravel()
+                ties = self._rng.rand(len(cost))
+                best = [previous_configs[i] for i in np.lexsort((ties, cost))[:n_points]]
+            more = [config for _, config in additional_start_points or []]
+            return list(dict.fromkeys(best + more))
+
+    maximizer = smac.HyperparameterOptimizationFacade.get_acquisition_maximizer(scenario)
+    default = maximizer._local_search
+    maximizer._local_search = OrderedStarts(
+        scenario.configspace,
+        max_steps=default._max_steps,
+        n_steps_plateau_walk=default._n_steps_plateau_walk,
+        seed=scenario.seed,
+        n_jobs=default.n_jobs,
+    )
+    return maximizer
+
+
 @register_agent("smac")
 class SmacAgent(SearchAgent):
     """SMAC3's random-forest Bayesian optimisation with ask/tell in batches (see the
@@ -151,6 +192,7 @@ class SmacAgent(SearchAgent):
             scenario,
             _measured_by_the_agent,
             initial_design=design,
+            acquisition_maximizer=ordered_maximizer(self.smac_module, scenario),
             overwrite=True,
             logging_level=False,
         )
