@@ -4,9 +4,14 @@
     python benchmarks/identical_runs.py run --out /tmp/after         # on the new code
     python benchmarks/identical_runs.py compare /tmp/before /tmp/after
 
+    python benchmarks/identical_runs.py run --out /tmp/h0 --hash-seed 0  # one code,
+    python benchmarks/identical_runs.py run --out /tmp/h1 --hash-seed 1  # two processes'
+    python benchmarks/identical_runs.py compare /tmp/h0 /tmp/h1           # string hashes
+
 ``run`` makes one small ``egrl-train`` run per case below (every agent on the targets it
 runs on: NNP-I, multi-chip, the TPU game, banked, the external example chip; zero-shot and
-fine-tuning from the EGRL run's policies; a screening run; a resumed run), each with
+fine-tuning from the EGRL run's policies; a screening run; Optuna's samplers and SMAC,
+which need the test extra; resumed runs, each resume a new process), each with
 ``record_evaluations=true``, and writes ``hashes.json``: the SHA-256 of
 
 - ``metrics.csv`` without its timing columns (``wall_s``, ``t_*`` and rates ``*_per_s``),
@@ -16,8 +21,10 @@ fine-tuning from the EGRL run's policies; a screening run; a resumed run), each 
 
 per case. ``compare`` hashes both folders' run directories again (so that a change of the
 hashing applies to old folders too), prints the cases whose files differ and exits 1 if
-any does. The
-run directories stay under ``--out`` (they also serve to check that the new code resumes
+any does. ``--hash-seed`` runs every case with that ``PYTHONHASHSEED``: two folders made
+with different ones show whether a run depends on the process's string hashes (a set's
+order); a resumed case then resumes with the next hash seed, so that its replay crosses
+them. The run directories stay under ``--out`` (they also serve to check that the new code resumes
 and reads the old ones).
 """
 
@@ -28,6 +35,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -71,6 +79,9 @@ CASES: dict[str, list[str]] = {
     "nnpi-random": [*NNPI, "agent=random"],
     "nnpi-greedy-dp": [*NNPI, "agent=greedy-dp"],
     "nnpi-nevergrad": [*NNPI, "agent=nevergrad"],
+    "nnpi-optuna-tpe": [*NNPI, "agent=optuna", "agent.sampler=tpe"],
+    "nnpi-optuna-cmaes": [*NNPI, "agent=optuna", "agent.sampler=cmaes"],
+    "nnpi-smac": [*NNPI, "agent=smac"],
     "nnpi-optimum": ["hwmodel=nnpi", "workload=resnet18", "agent=optimum", "budget=5"],
     "nnpi-zero-shot": [*NNPI, "agent=zero-shot", "agent.policy={out}/nnpi-egrl"],
     "nnpi-egrl-init-from": [*NNPI, "agent=egrl", "init_from={out}/nnpi-egrl", *SMALL],
@@ -104,11 +115,16 @@ CASES: dict[str, list[str]] = {
     "external-sa": [*EXTERNAL, "agent=sa"],
 }
 #: cases run twice: first to ``budget_first`` paid maps, then resumed to the case's budget
-RESUMED = {"nnpi-egrl-resumed": ("nnpi-egrl", 30), "nnpi-sa-resumed": ("nnpi-sa", 30)}
+RESUMED = {
+    "nnpi-egrl-resumed": ("nnpi-egrl", 30),
+    "nnpi-sa-resumed": ("nnpi-sa", 30),
+    "nnpi-smac-resumed": ("nnpi-smac", 40),
+}
 
 
-def train(overrides: list[str], run_dir: Path) -> float:
-    """One ``egrl-train`` run into ``run_dir``; its wall seconds."""
+def train(overrides: list[str], run_dir: Path, hash_seed: str | None = None) -> float:
+    """One ``egrl-train`` run into ``run_dir`` (``PYTHONHASHSEED=hash_seed`` if given, else
+    this process's environment); its wall seconds."""
     argv = [
         sys.executable,
         "-m",
@@ -121,7 +137,8 @@ def train(overrides: list[str], run_dir: Path) -> float:
         f"hydra.run.dir={run_dir}",
     ]
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed} if hash_seed is not None else None
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{run_dir.name}: egrl-train failed\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
@@ -165,13 +182,13 @@ def digests(run_dir: Path) -> dict[str, str]:
     return out
 
 
-def run_all(out: Path, only: list[str] | None) -> None:
+def run_all(out: Path, only: list[str] | None, hash_seed: str | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     cases = {k: v for k, v in CASES.items() if not only or k in only}
     for name, overrides in cases.items():
         run_dir = out / name
-        seconds = train([o.replace("{out}", str(out)) for o in overrides], run_dir)
+        seconds = train([o.replace("{out}", str(out)) for o in overrides], run_dir, hash_seed)
         results[name] = digests(run_dir)
         print(f"{name}: {seconds:.1f} s", flush=True)
     for name, (base, first) in RESUMED.items():
@@ -180,8 +197,9 @@ def run_all(out: Path, only: list[str] | None) -> None:
         run_dir = out / name
         overrides = [o for o in CASES[base] if not o.startswith("budget=")]
         budget = next(o for o in CASES[base] if o.startswith("budget="))
-        seconds = train([*overrides, f"budget={first}"], run_dir)
-        seconds += train([*overrides, budget, f"resume={run_dir}"], run_dir)
+        seconds = train([*overrides, f"budget={first}"], run_dir, hash_seed)
+        resume_seed = None if hash_seed is None else str(int(hash_seed) + 1)
+        seconds += train([*overrides, budget, f"resume={run_dir}"], run_dir, resume_seed)
         results[name] = digests(run_dir)
         print(f"{name}: {seconds:.1f} s", flush=True)
     hashes = out / "hashes.json"
@@ -217,12 +235,13 @@ def main() -> None:
     run = sub.add_parser("run", help="make every case's run and write hashes.json")
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--only", nargs="*", help="case names (default: all)")
+    run.add_argument("--hash-seed", help="PYTHONHASHSEED of every run (default: inherited)")
     cmp = sub.add_parser("compare", help="compare two folders' hashes.json")
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.cmd == "run":
-        run_all(args.out, args.only)
+        run_all(args.out, args.only, args.hash_seed)
     else:
         sys.exit(compare(args.before, args.after))
 
