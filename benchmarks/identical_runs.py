@@ -24,8 +24,8 @@ hashing applies to old folders too), prints the cases whose files differ and exi
 any does. ``--hash-seed`` runs every case with that ``PYTHONHASHSEED``: two folders made
 with different ones show whether a run depends on the process's string hashes (a set's
 order); a resumed case then resumes with the next hash seed, so that its replay crosses
-them. The run directories stay under ``--out`` (they also serve to check that the new code resumes
-and reads the old ones).
+them. The run directories stay under ``--out`` (they also serve to check that the new
+code resumes and reads the old ones).
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ install it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,18 +16,18 @@ import pytest
 from egrl.agents import config_class, make_agent
 from egrl.config import TrainConfig
 from tests.test_agents import read_metrics, small_env
-from tests.test_cli import assert_refused, egrl_train_in_process
+from tests.test_cli import ROOT, assert_refused, egrl_train_in_process
 
 BUDGET = 40
-ROOT = Path(__file__).resolve().parents[1]
-#: a run's asked maps, in order, printed by a fresh interpreter
+#: a run's asked maps, in order, printed as JSON by a fresh interpreter
 ASKED_MAPS = """
+import json
 from egrl.agents import make_agent
 from tests.test_agents import small_env
 from tests.test_smac_agent import config
 agent = make_agent(small_env(), config())
 agent.run()
-print([agent.decisions.mapping(c).tolist() for c in agent.smac.runhistory.get_configs()])
+print(json.dumps([agent.decisions.mapping(c).tolist() for c in agent.smac.runhistory.get_configs()]))
 """
 
 
@@ -75,8 +75,8 @@ def test_the_asked_maps_do_not_follow_the_string_hash_seed():
             [sys.executable, "-c", ASKED_MAPS], cwd=ROOT, env=env, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
-        asked.append(done.stdout)
-    assert asked[0].count("[[") == BUDGET
+        asked.append(json.loads(done.stdout))
+    assert len(asked[0]) == BUDGET
     assert asked[1] == asked[0] and asked[2] == asked[0]
 
 
