@@ -52,7 +52,7 @@ def agent_mapping(env, budget: int, seed: int) -> tuple[np.ndarray, dict]:
     import torch
 
     from egrl.agents import train_config
-    from egrl.agents.egrl.trainer import Trainer
+    from egrl.agents.egrl.agent import EGRLAgent
 
     torch.set_num_threads(1)
     cfg = train_config(
@@ -64,7 +64,7 @@ def agent_mapping(env, budget: int, seed: int) -> tuple[np.ndarray, dict]:
         }
     )
     start = time.perf_counter()
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     best = trainer.run()
     info = {
         "agent": "ea",

@@ -226,7 +226,7 @@ def test_unknown_and_bad_options_name_the_agent():
 
 
 def test_nevergrad_missing_says_how_to_install(monkeypatch):
-    from egrl.agents.ngopt import import_nevergrad
+    from egrl.agents.nevergrad_search import import_nevergrad
 
     monkeypatch.setitem(sys.modules, "nevergrad", None)
     with pytest.raises(ImportError, match=r'pip install -e "\.\[nevergrad\]"'):

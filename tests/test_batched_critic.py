@@ -131,16 +131,16 @@ def test_egrl_runs_the_same_with_messages_summed_block_by_block(monkeypatch, tmp
     metrics whether the convolutions sum their messages a few edges at a time or all at
     once (the code before :func:`weighted_sum`)."""
     from egrl import make_env
-    from egrl.agents.egrl.trainer import Trainer
-    from tests.test_trainer import read_metrics, small_config
+    from egrl.agents.egrl.agent import EGRLAgent
+    from tests.test_egrl_agent import read_metrics, small_config
 
     runs = {"blocks": tmp_path / "blocks", "unfused": tmp_path / "unfused"}
     with monkeypatch.context() as patch:
         patch.setattr(graph_ops, "MESSAGE_BLOCK", 64)
-        Trainer(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["blocks"]).run()
+        EGRLAgent(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["blocks"]).run()
     with monkeypatch.context() as patch:
         patch.setattr(graph_ops, "weighted_sum", unfused_weighted_sum)
-        Trainer(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["unfused"]).run()
+        EGRLAgent(make_env("tpu-cmem", "resnet18"), small_config(budget=60), runs["unfused"]).run()
     blocks, unfused = read_metrics(runs["blocks"]), read_metrics(runs["unfused"])
     assert any(float(r["gradient_steps"]) > 0 for r in blocks)
     assert blocks == unfused

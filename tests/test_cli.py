@@ -26,7 +26,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.test_trainer import read_metrics
+from tests.test_egrl_agent import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

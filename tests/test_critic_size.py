@@ -19,9 +19,9 @@ from torch_geometric.data import Data
 
 from egrl import make_env
 from egrl.agents import train_config
+from egrl.agents.egrl.agent import TIMING_COLUMNS, EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.sac import SACConfig, SACDiscrete
-from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
 from egrl.config import TrainConfig
 from egrl.replay import ReplayBuffer
 from egrl.validation import ConfigError
@@ -161,7 +161,7 @@ def test_null_sizes_give_the_run_of_the_policys_sizes(tmp_path):
     learner = replace(default.agent.learner, critic_hidden=16, critic_depth=2)
     sized = replace(default, agent=replace(default.agent, learner=learner))
     for name, cfg in (("default", default), ("null", typed), ("sized", sized)):
-        Trainer(small_env(), cfg, tmp_path / name).run()
+        EGRLAgent(small_env(), cfg, tmp_path / name).run()
     reference = metrics(tmp_path / "default")
     assert reference[-1]["critic_loss"] not in ("", "nan")  # the learner has learned
     assert metrics(tmp_path / "null") == reference == metrics(tmp_path / "sized")
@@ -170,7 +170,7 @@ def test_null_sizes_give_the_run_of_the_policys_sizes(tmp_path):
 def test_a_run_with_a_small_critic_resumes_as_if_never_stopped(tmp_path):
     cfg = small_config(critic_hidden=8, critic_depth=1)
     reference = tmp_path / "reference"
-    trainer = Trainer(small_env(), cfg, reference)
+    trainer = EGRLAgent(small_env(), cfg, reference)
     trainer.run()
     assert trainer.portfolio.learners[0].critic.layout["hidden"] == 8
     assert trainer.portfolio.learners[0].num_updates > 0
@@ -178,7 +178,7 @@ def test_a_run_with_a_small_critic_resumes_as_if_never_stopped(tmp_path):
     assert len(checkpoints) >= 2
     killed = tmp_path / "killed"
     shutil.copytree(checkpoints[0], killed / "checkpoints" / checkpoints[0].name)
-    resumed = Trainer(small_env(), cfg, killed)
+    resumed = EGRLAgent(small_env(), cfg, killed)
     assert resumed.resume() and resumed.iterations < cfg.budget
     resumed.run()
     assert metrics(killed) == metrics(reference)

@@ -12,15 +12,15 @@ import pytest
 import torch
 
 from egrl import make_env
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.init_from import check_fits, checkpoint_weights, read_policy
-from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import list_snapshots
 from egrl.checkpoint import load_state
 from egrl.rundir import POLICIES_DIR, RunDir
 from policies.snapshot import PolicyError, load_actor
 from tests.nnpi_workloads import residual
 from tests.test_cli import assert_refused, egrl_train
-from tests.test_trainer import KIB, small_config, small_env
+from tests.test_egrl_agent import KIB, small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,7 +31,9 @@ def trained(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("trained")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    Trainer(small_env(), replace(small_config(seed=1, budget=120), snapshot_every=1), run_dir).run()
+    EGRLAgent(
+        small_env(), replace(small_config(seed=1, budget=120), snapshot_every=1), run_dir
+    ).run()
     torch.set_num_threads(threads)
     return run_dir
 
@@ -41,7 +43,7 @@ def greedy(actor, graph) -> np.ndarray:
         return actor.log_distribution(graph).argmax(dim=-1).cpu().numpy()
 
 
-def first_maps(trainer: Trainer) -> np.ndarray:
+def first_maps(trainer: EGRLAgent) -> np.ndarray:
     """The population's maps of the first generation, int64 ``[P, N, H]``."""
     maps, _ = trainer.population.act(trainer.graph, torch.Generator().manual_seed(0))
     return maps.numpy()
@@ -50,8 +52,8 @@ def first_maps(trainer: Trainer) -> np.ndarray:
 def test_init_from_a_run_starts_from_its_newest_snapshot(trained):
     env = small_env()
     newest = list_snapshots(trained)[-1]
-    tuned = Trainer(env, replace(small_config(), init_from=str(trained)))
-    fresh = Trainer(small_env(), small_config())
+    tuned = EGRLAgent(env, replace(small_config(), init_from=str(trained)))
+    fresh = EGRLAgent(small_env(), small_config())
     maps = first_maps(tuned)
     champion = greedy(load_actor(newest, "champion"), env.graph)
     np.testing.assert_array_equal(maps[0], champion)
@@ -72,7 +74,7 @@ def test_init_from_a_checkpoint_and_on_another_workload(trained):
         sram_mib=1.0,
         llc_mib=2.0,
     )
-    tuned = Trainer(other, replace(small_config(), init_from=str(ckpt)))
+    tuned = EGRLAgent(other, replace(small_config(), init_from=str(ckpt)))
     actor = tuned.portfolio.learners[0].actor
     for name, value in actor.state_dict().items():
         assert torch.equal(value, policy.weights["learner"][name]), name

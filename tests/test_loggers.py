@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from egrl.agents.egrl.trainer import EntropyPlot, Trainer
+from egrl.agents.egrl.agent import EGRLAgent, EntropyPlot
 from egrl.callbacks import BestMapFile, Callback, MetricsFile, ProgressBar, SpeedupPlot
 from tests.test_cli import egrl_train_in_process
-from tests.test_trainer import small_config, small_env
+from tests.test_egrl_agent import small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,7 +56,7 @@ def test_the_run_loop_calls_its_callbacks(tmp_path):
     snapshot and checkpoint the loop writes, then sees the generation's row, and the end."""
     cfg = small_config(budget=48)
     cfg.snapshot_every = 3
-    trainer = Trainer(small_env(), cfg, tmp_path / "run")
+    trainer = EGRLAgent(small_env(), cfg, tmp_path / "run")
     kinds = [type(c) for c in trainer.default_callbacks()]
     assert kinds == [ProgressBar, MetricsFile, BestMapFile, SpeedupPlot, EntropyPlot]
     seen = Recorder()
@@ -89,7 +89,7 @@ def test_a_failing_callback_stops_the_run_and_the_others_hear_of_it(tmp_path):
             raise Boom
 
     seen = Recorder()
-    trainer = Trainer(small_env(), small_config(budget=48), tmp_path / "run")
+    trainer = EGRLAgent(small_env(), small_config(budget=48), tmp_path / "run")
     with pytest.raises(Boom):
         trainer.run(on_generation=boom, callbacks=[seen])
     assert isinstance(seen.error, Boom) and seen.calls[-1] == ("end", 2)

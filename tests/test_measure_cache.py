@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from egrl.agents import make_agent
-from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.config import AgentConfig, ConfirmConfig, TrainConfig
 from egrl.measure_cache import MeasureCache
 from hwmodels.base import Measurement
-from tests.test_trainer import small_config, small_env
+from tests.test_egrl_agent import small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -94,7 +94,7 @@ def test_state_dict_round_trip_keeps_entries_and_their_order():
 
 def test_the_budget_counts_paid_maps_and_the_replay_buffer_gets_every_proposal():
     env = small_env()
-    trainer = Trainer(env, small_config(budget=60, name="ea", use_learner=False))
+    trainer = EGRLAgent(env, small_config(budget=60, name="ea", use_learner=False))
     trainer.run()
     assert trainer.iterations == 60 == env.num_evaluations
     assert trainer.proposals == len(trainer.buffer) > 60
@@ -110,7 +110,7 @@ def test_a_noisy_target_answers_a_repeat_from_its_reading_and_reads_only_to_conf
         small_config(budget=60, name="ea", use_learner=False),
         confirm=ConfirmConfig(top=0, reread=0),
     )
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     trainer.run()
     assert trainer.iterations == env.num_evaluations == 60 < trainer.proposals
     held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
@@ -129,7 +129,7 @@ def test_a_map_kept_on_a_noisy_target_is_read_again_and_answered_by_its_mean():
         small_config(budget=60, name="ea", use_learner=False),
         confirm=ConfirmConfig(top=0, reread=2),
     )
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     trainer.run()
     maps = np.concatenate(sent)
     distinct = len(np.unique(maps, axis=0))
@@ -160,14 +160,14 @@ def test_the_cache_reads_a_kept_map_again_on_its_schedule_and_averages():
 def test_a_resumed_run_never_measures_a_map_measured_before_the_kill(tmp_path):
     cfg = small_config(seed=2, budget=40, name="ea", use_learner=False)
     env = small_env()
-    before = Trainer(env, cfg, tmp_path)
+    before = EGRLAgent(env, cfg, tmp_path)
     before.run()  # checkpoints at its end, as a killed run's last checkpoint
     first = before.buffer.actions[: len(before.buffer)].astype(np.int64)
     env = small_env()
     measured: list[np.ndarray] = []
     measure = env.target.measure
     env.target.measure = lambda maps, probs=None: measured.append(maps.copy()) or measure(maps)
-    after = Trainer(env, replace(cfg, budget=120), tmp_path)
+    after = EGRLAgent(env, replace(cfg, budget=120), tmp_path)
     assert after.resume() and after.iterations == 40
     after.run()
     assert after.iterations == 120

@@ -10,19 +10,19 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.rundir import RunDir, is_checkpoint, is_run_dir
 from egrl.runs import load_run
-from tests.test_trainer import small_config, small_env
+from tests.test_egrl_agent import small_config, small_env
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Trainer]:
+def trained(tmp_path_factory) -> tuple[Path, EGRLAgent]:
     """A short EGRL run on the small workload, with policy snapshots and checkpoints."""
     run_dir = tmp_path_factory.mktemp("trained")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    trainer = Trainer(
+    trainer = EGRLAgent(
         small_env(), replace(small_config(seed=2, budget=80), snapshot_every=1), run_dir
     )
     trainer.run()

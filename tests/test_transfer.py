@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from egrl import make_env
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
-from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import CSV_COLUMNS, evaluate_snapshots, list_snapshots, read_csv
 from egrl.cli.transfer import main as transfer_main
 from egrl.config import TrainConfig
@@ -65,7 +65,7 @@ def egrl_run(tmp_path_factory):
         ),
     )
     torch.set_num_threads(1)
-    trainer = Trainer(env_of(source_workload()), cfg, run_dir)
+    trainer = EGRLAgent(env_of(source_workload()), cfg, run_dir)
     trainer.run()
     # What egrl-train writes, with the workload given as a file.
     workload_file = run_dir / "residual4.json"

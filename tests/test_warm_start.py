@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from egrl.agents import config_class, make_agent
-from egrl.agents.egrl.trainer import Trainer
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.warm_start import imitate
 from egrl.config import TrainConfig
 from policies import GraphUNetActor, seeded_init
-from tests.test_trainer import small_config, small_env
+from tests.test_egrl_agent import small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,7 +26,7 @@ def test_native_start_never_leaves_the_champion_below_the_compiler(name):
     env = small_env()
     cfg = small_config(budget=200, name=name, use_learner=name == "egrl")
     cfg.agent.options = {"start": "native"}
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     pop = trainer.population
     # One chromosome proposes the compiler's map; the first two GNN members act it greedily.
     row = pop.indices("boltzmann")[0]
@@ -43,10 +43,10 @@ def test_native_start_never_leaves_the_champion_below_the_compiler(name):
 
 def test_the_default_start_is_the_papers_and_leaves_members_untouched():
     env = small_env()
-    fresh = Trainer(env, small_config(budget=50))
+    fresh = EGRLAgent(env, small_config(budget=50))
     native = small_config(budget=50)
     native.agent.options = {"start": "native"}
-    warm = Trainer(small_env(), native)
+    warm = EGRLAgent(small_env(), native)
     assert fresh.start == "initial"
     a, b = fresh.population.gnn(0), warm.population.gnn(0)
     assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
@@ -59,7 +59,7 @@ def test_pg_start_teaches_the_learner():
     env = small_env()
     cfg = small_config(budget=50, name="pg", use_population=False)
     cfg.agent.options = {"start": "fallback"}
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     actor = trainer.portfolio.learners[0].actor
     np.testing.assert_array_equal(greedy(actor, trainer.graph), env.fallback_mapping)
 
@@ -96,4 +96,4 @@ def test_an_unknown_start_names_the_agent():
     cfg = small_config(budget=10)
     cfg.agent.options = {"start": "sram"}
     with pytest.raises(ValueError, match="agent 'egrl': option start"):
-        Trainer(small_env(), cfg)
+        EGRLAgent(small_env(), cfg)

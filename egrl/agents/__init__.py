@@ -3,7 +3,7 @@
 Every agent is a :class:`~egrl.agents.base.SearchAgent`: it counts hardware evaluations
 the same way, never exceeds the budget, and writes the same run directory. EGRL and its
 ablations (``ea``: population only, ``pg``: learner only) are
-:class:`egrl.agents.egrl.trainer.Trainer` with halves switched off by their configs
+:class:`egrl.agents.egrl.agent.EGRLAgent` with halves switched off by their configs
 (``configs/agent/``); everything EGRL's own lives in :mod:`egrl.agents.egrl`.
 
 >>> from egrl.agents import make_agent, names
@@ -28,16 +28,17 @@ if TYPE_CHECKING:
 _REGISTRY: dict[str, Callable[..., SearchAgent]] = {}
 #: modules whose import registers agents
 _BUILTIN_MODULES = (
-    "egrl.agents.egrl.trainer",
+    "egrl.agents.egrl.agent",
     "egrl.agents.random_search",
     "egrl.agents.greedy_dp",
     "egrl.agents.annealing",
     "egrl.agents.genetic",
-    "egrl.agents.ngopt",
+    "egrl.agents.nevergrad_search",
     "egrl.agents.optuna_search",
     "egrl.agents.smac_search",
     "egrl.agents.optimum_agent",
-    "egrl.agents.game_search",
+    "egrl.agents.evolution_strategies",
+    "egrl.agents.random_legal",
     "egrl.agents.muzero",
     "egrl.agents.zero_shot",
 )

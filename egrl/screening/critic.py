@@ -27,7 +27,7 @@ Choices made here:
   SAC and TD3 take the minimum). With the default shared encoder both heads read one
   embedding, and the two rank alike.
 * With several learners (``learner.num_learners``), the critic of the lead learner: the
-  one the portfolio's recent rollouts rate best (``Trainer._lead_learner``), the same one
+  one the portfolio's recent rollouts rate best (``EGRLAgent._lead_learner``), the same one
   that migrates into the population and makes the clean rollouts. Every learner trains on
   the same buffer; one critic costs one forward pass per candidate instead of one per
   learner.

@@ -83,7 +83,7 @@ class EGRLConfig(AgentConfig):
     (``use_learner`` only), with the sections they own.
 
     Keys of the agent section beyond these fields land in ``options`` (the trainer's:
-    ``start``, ``overlap``, ...: :class:`egrl.agents.egrl.trainer.TrainerOptions`).
+    ``start``, ``overlap``, ...: :class:`egrl.agents.egrl.agent.EGRLOptions`).
     """
 
     name: str = "egrl"

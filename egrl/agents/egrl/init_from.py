@@ -77,7 +77,7 @@ def _checkpoint_policy(ckpt: Path, state: Any) -> StoredPolicy:
 
 def checkpoint_weights(state: Any) -> dict[str, dict[str, Tensor]]:
     """The GNN policies in the state of an ``egrl``/``ea``/``pg`` run's checkpoint
-    (:meth:`egrl.agents.egrl.trainer.Trainer.agent_state` under ``"agent"``).
+    (:meth:`egrl.agents.egrl.agent.EGRLAgent.agent_state` under ``"agent"``).
 
     Returns:
         actor state dicts by kind: ``"learner"`` (the first learner's actor) and

@@ -1,6 +1,6 @@
 """Pre-training one GNN learner on several workloads at once, for zero-shot transfer.
 
-:class:`MultiWorkloadPretrainer` is the EGRL trainer (:class:`egrl.agents.egrl.trainer.Trainer`)
+:class:`MultiWorkloadPretrainer` is the EGRL trainer (:class:`egrl.agents.egrl.agent.EGRLAgent`)
 without a population, with one discrete-SAC learner (one Graph U-Net actor, one twin-Q
 critic) and several training workloads. One generation::
 
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from egrl.agents.base import TIMING_COLUMNS
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig
 from egrl.agents.egrl.sac import SACDiscrete
-from egrl.agents.egrl.trainer import Trainer
 from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
 from egrl.callbacks import Callback, MetricsFile, ProgressBar
 from egrl.config import TrainConfig
@@ -184,7 +184,7 @@ class PretrainConfig:
         return cls(**cfg)
 
 
-class MultiWorkloadPretrainer(Trainer):
+class MultiWorkloadPretrainer(EGRLAgent):
     """One SAC learner trained on several environments (see the module docstring).
 
     The first environment is the *home* workload: it is the trainer's ``env``, ``graph``,

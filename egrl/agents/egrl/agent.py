@@ -82,7 +82,7 @@ from populations import MixedPopulation
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEARNER", "TIMING_COLUMNS", "Trainer"]
+__all__ = ["LEARNER", "TIMING_COLUMNS", "EGRLAgent"]
 
 #: replay-buffer source of the learners' rollouts (population maps carry their member kind)
 LEARNER = "learner"
@@ -104,7 +104,7 @@ UpdateLog = list[tuple[int, dict[str, float]]]
 
 
 @dataclass(frozen=True)
-class TrainerOptions:
+class EGRLOptions:
     """Parameters of ``agent=egrl`` / ``ea`` / ``pg`` beyond :class:`~egrl.config.AgentConfig`.
 
     Attributes:
@@ -128,7 +128,7 @@ class TrainerOptions:
 
 
 @register_agent("egrl", "ea", "pg")
-class Trainer(SearchAgent):
+class EGRLAgent(SearchAgent):
     """EGRL (and its ablations ``ea`` and ``pg``) on one environment.
 
     Args:
@@ -230,7 +230,7 @@ class Trainer(SearchAgent):
                 from egrl.screening.critic import LearnerCritic
 
                 self.screen.attach_critic(LearnerCritic(learners, self.graph, self._lead_learner))
-        self.options = parse_options(TrainerOptions, cfg)
+        self.options = parse_options(EGRLOptions, cfg)
         self.start = check_start(self.name, "start", self.options.start)
         for key in ("start_gnns", "start_steps"):
             if getattr(self.options, key) < 0:

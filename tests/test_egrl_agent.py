@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from egrl import make_env
+from egrl.agents.egrl.agent import TIMING_COLUMNS, EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
-from egrl.agents.egrl.trainer import TIMING_COLUMNS, Trainer
 from egrl.config import TrainConfig
 from egrl.runtime import LocalRuntime
 from tests.interrupt import kill_after_checkpoints
@@ -54,7 +54,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_run_respects_budget_and_writes_run_directory(tmp_path):
     env = small_env()
-    trainer = Trainer(env, small_config(budget=101), tmp_path)
+    trainer = EGRLAgent(env, small_config(budget=101), tmp_path)
     best = trainer.run()
     assert trainer.iterations == 101 == env.num_evaluations
     # Every answered proposal, paid or answered from the cache, is a replay transition.
@@ -79,9 +79,9 @@ def test_run_respects_budget_and_writes_run_directory(tmp_path):
 
 def test_same_seed_same_metrics(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    Trainer(small_env(), small_config(seed=3, budget=90), a).run()
-    Trainer(small_env(), small_config(seed=3, budget=90), b).run()
-    Trainer(small_env(), small_config(seed=4, budget=90), tmp_path / "c").run()
+    EGRLAgent(small_env(), small_config(seed=3, budget=90), a).run()
+    EGRLAgent(small_env(), small_config(seed=3, budget=90), b).run()
+    EGRLAgent(small_env(), small_config(seed=4, budget=90), tmp_path / "c").run()
     assert read_metrics(a) == read_metrics(b)
     assert read_metrics(a) != read_metrics(tmp_path / "c")
 
@@ -90,9 +90,9 @@ _CHILD = textwrap.dedent(
     """
     import sys, torch
     torch.set_num_threads(1)
-    from egrl.agents.egrl.trainer import Trainer
-    from tests.test_trainer import small_config, small_env
-    Trainer(small_env(), small_config(seed=7, budget=int(sys.argv[2])), sys.argv[1]).run()
+    from egrl.agents.egrl.agent import EGRLAgent
+    from tests.test_egrl_agent import small_config, small_env
+    EGRLAgent(small_env(), small_config(seed=7, budget=int(sys.argv[2])), sys.argv[1]).run()
     """
 )
 
@@ -101,14 +101,14 @@ _CHILD = textwrap.dedent(
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     budget = 200
     reference = tmp_path / "reference"
-    Trainer(small_env(), small_config(seed=7, budget=budget), reference).run()
+    EGRLAgent(small_env(), small_config(seed=7, budget=budget), reference).run()
 
     killed = tmp_path / "killed"
     kill_after_checkpoints(_CHILD, [str(killed), str(budget)], killed)
     partial = read_metrics(killed)
     assert 0 < int(partial[-1]["iterations"]) < budget
 
-    trainer = Trainer(small_env(), small_config(seed=7, budget=budget), killed)
+    trainer = EGRLAgent(small_env(), small_config(seed=7, budget=budget), killed)
     assert trainer.resume()
     assert trainer.iterations < budget
     trainer.run()
@@ -120,7 +120,7 @@ def test_egrl_beats_random_search_at_the_same_budget(tmp_path):
     egrl, rand = [], []
     for seed in range(2):
         env = small_env()
-        egrl.append(Trainer(env, small_config(seed=seed, budget=budget)).run().speedup)
+        egrl.append(EGRLAgent(env, small_config(seed=seed, budget=budget)).run().speedup)
         ev = env.evaluate(env.random_mappings(budget, np.random.default_rng(seed)))
         rand.append(ev.speedup.max())
     # Random maps are valid < 1% of the time here; EGRL learns the capacity rules.
@@ -133,7 +133,7 @@ def test_ea_only_and_pg_only_agents_run(tmp_path):
         ({"name": "pg", "use_population": False}, {"learner"}),
     ):
         env = small_env()
-        trainer = Trainer(env, small_config(budget=40, **agent))
+        trainer = EGRLAgent(env, small_config(budget=40, **agent))
         best = trainer.run()
         assert (trainer.population is None) == ("gnn" not in sources)
         assert (trainer.portfolio is None) == ("learner" not in sources)
@@ -149,7 +149,7 @@ def test_ea_only_and_pg_only_agents_run(tmp_path):
 
 def test_replay_entries_are_tagged_with_the_member_kind_that_made_them():
     cfg = small_config(budget=30)  # one generation: 8 members, 1 noisy and 1 clean learner map
-    trainer = Trainer(small_env(), cfg)
+    trainer = EGRLAgent(small_env(), cfg)
     trainer.step()
     buf = trainer.buffer
     tags = [buf.source_names[i] for i in buf.source[: len(buf)]]
@@ -160,7 +160,7 @@ def test_replay_entries_are_tagged_with_the_member_kind_that_made_them():
 
 
 def test_a_budget_that_ends_inside_the_population_ranks_the_rest_last():
-    trainer = Trainer(small_env(), small_config(budget=7))
+    trainer = EGRLAgent(small_env(), small_config(budget=7))
     fitness = []
     trainer.population.set_fitness = fitness.append
     trainer.step()
@@ -183,7 +183,7 @@ def test_probabilities_reach_a_target_that_wants_them_and_only_then():
 
     env.target.measure = measure_with_probs
     env.target.wants_probabilities = True
-    trainer = Trainer(env, small_config(budget=30))
+    trainer = EGRLAgent(env, small_config(budget=30))
     trainer.step()
     assert [len(maps) for maps, _ in seen] == [6, 2, 1, 1]  # gnn, boltzmann, noisy, clean
     c = max(env.num_choices)
@@ -196,7 +196,7 @@ def test_probabilities_reach_a_target_that_wants_them_and_only_then():
     np.testing.assert_array_equal(clean_maps, clean_probs.argmax(-1))
 
     # A target that does not want them: no probabilities are computed at all.
-    plain = Trainer(small_env(), small_config(budget=30))
+    plain = EGRLAgent(small_env(), small_config(budget=30))
 
     def refuse(*args, **kwargs):
         raise AssertionError("probabilities computed for a target that does not want them")
@@ -209,7 +209,7 @@ def test_probabilities_reach_a_target_that_wants_them_and_only_then():
 
 def test_evaluate_checks_maps_before_anything_is_recorded():
     env = small_env()
-    trainer = Trainer(env, small_config(budget=30))
+    trainer = EGRLAgent(env, small_config(budget=30))
     bad = np.zeros((2, env.num_units, env.num_heads), dtype=np.int64)
     bad[1, 3, 0] = 7
     with pytest.raises(ValueError, match=f"map 1: unit {env.unit_names[3]!r}"):
@@ -220,7 +220,7 @@ def test_evaluate_checks_maps_before_anything_is_recorded():
 def test_all_boltzmann_population_takes_the_learner_as_a_seeded_chromosome():
     cfg = small_config(budget=40)
     cfg.agent.population = PopulationConfig(size=4, boltzmann_fraction=1.0)
-    trainer = Trainer(small_env(), cfg)
+    trainer = EGRLAgent(small_env(), cfg)
     trainer.step()
     pop = trainer.population
     assert set(pop.kinds) == {"boltzmann"}
@@ -250,7 +250,7 @@ def test_learner_config_is_the_sac_config_and_refuses_unknown_keys():
 def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store_repaired):
     cfg = small_config(budget=30)
     cfg.agent.learner.store_repaired = store_repaired
-    trainer = Trainer(small_env(), cfg)
+    trainer = EGRLAgent(small_env(), cfg)
     evaluations = []
     trainer.ledger.listeners.append(lambda ticket, ev: evaluations.append(ev))
     trainer.step()
@@ -289,10 +289,10 @@ class TrickleRuntime(LocalRuntime):
             super()._start(self._queued.pop(0))
 
 
-def overlap_run(overlap, runtime: bool) -> tuple[Trainer, list[int]]:
+def overlap_run(overlap, runtime: bool) -> tuple[EGRLAgent, list[int]]:
     env = small_env()
     cfg = small_config(seed=4, budget=120, name="egrl", options={"overlap": overlap})
-    trainer = Trainer(env, cfg)
+    trainer = EGRLAgent(env, cfg)
     if runtime:
         trainer.use_runtime(TrickleRuntime(env.measure))
     blocks: list[int] = []
@@ -329,7 +329,7 @@ def test_overlap_updates_while_maps_are_in_flight_and_makes_as_many_updates():
 def test_updates_are_owed_on_paid_measurements_or_on_every_proposal(update_on):
     cfg = small_config(seed=2, budget=120)
     cfg.agent.learner.update_on = update_on
-    trainer = Trainer(small_env(), cfg)
+    trainer = EGRLAgent(small_env(), cfg)
     trainer.run()
     steps = [r["gradient_steps"] for r in trainer.rows]
     column = "iterations" if update_on == "paid" else "proposals"
@@ -350,4 +350,4 @@ def test_overlap_auto_is_off_in_process_and_on_the_local_runtime_changes_nothing
 
 def test_overlap_option_is_checked():
     with pytest.raises(ValueError, match="option overlap must be auto, true or false"):
-        Trainer(small_env(), small_config(name="egrl", options={"overlap": "sometimes"}))
+        EGRLAgent(small_env(), small_config(name="egrl", options={"overlap": "sometimes"}))
