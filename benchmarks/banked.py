@@ -70,7 +70,7 @@ def agent_mapping(env, budget: int, seed: int) -> tuple[np.ndarray, dict]:
         "agent": "ea",
         "budget": budget,
         "seed": seed,
-        "iterations": int(trainer.iterations),
+        "iterations": int(trainer.ledger.iterations),
         "wall_s": time.perf_counter() - start,
         "best_iteration": int(best.iteration),
     }

@@ -183,9 +183,12 @@ def digests(run_dir: Path) -> dict[str, str]:
 
 
 def run_all(out: Path, only: list[str] | None, hash_seed: str | None = None) -> None:
+    cases = {k: v for k, v in CASES.items() if not only or k in only}
+    made = [n for n in [*cases, *RESUMED] if (not only or n in only) and (out / n).exists()]
+    if made:  # a second run into a case's folder would append to its files
+        raise SystemExit(f"{out} already holds runs of {', '.join(made)}: choose a new --out")
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
-    cases = {k: v for k, v in CASES.items() if not only or k in only}
     for name, overrides in cases.items():
         run_dir = out / name
         seconds = train([o.replace("{out}", str(out)) for o in overrides], run_dir, hash_seed)

@@ -77,7 +77,7 @@ def snapshot(trainer, learner: SACDiscrete) -> dict:
     summed = getattr(learner.config, "entropy_reduction", "mean") == "sum"
     return {
         "updates": learner.num_updates,
-        "iterations": trainer.iterations,
+        "iterations": trainer.ledger.iterations,
         "entropy_sum": float(per_decision.sum()),
         "entropy_unit": float(per_decision.mean()),
         "entropy_unit_min": float(per_decision.min()),

@@ -64,15 +64,15 @@ def sleep_generations(args: argparse.Namespace) -> list[dict]:
         config = RuntimeConfig(name="ray", workers=workers, start_timeout_s=args.start_timeout)
         with make_runtime(config, env, spec) as runtime:
             started = time.perf_counter() - start
-            agent.use_runtime(runtime)
+            agent.ledger.use_runtime(runtime)
             rng = np.random.default_rng(workers)
             times = []
             for _ in range(args.generations):
                 maps = env.random_mappings(args.gen_size, rng)
                 t0 = time.perf_counter()
-                ev = agent.evaluate(maps, "random")
+                ev = agent.ledger.evaluate(maps, "random")
                 times.append(time.perf_counter() - t0)
-                assert len(ev) == args.gen_size and agent.failed_maps == 0
+                assert len(ev) == args.gen_size and agent.ledger.failed_maps == 0
         rows.append(
             {
                 "workers": workers,
@@ -98,7 +98,7 @@ def timed_run(env, cfg: TrainConfig, hwmodel: str, params: dict, runtime: Runtim
     seconds (the pool's start-up not counted)."""
     agent = make_agent(env, cfg)
     with make_runtime(runtime, env, TargetSpec(hwmodel, params, env.workload)) as pool:
-        agent.use_runtime(pool)
+        agent.ledger.use_runtime(pool)
         start = time.perf_counter()
         agent.run()
         return agent, time.perf_counter() - start
@@ -122,11 +122,11 @@ def nnpi_ea(args: argparse.Namespace) -> list[dict]:
             {
                 "runtime": name,
                 "workers": workers if name == "ray" else None,
-                "iterations": agent.iterations,
+                "iterations": agent.ledger.iterations,
                 "wall_s": wall,
-                "iterations_per_s": agent.iterations / wall,
+                "iterations_per_s": agent.ledger.iterations / wall,
                 "evaluation_s": agent.timer.totals["evaluation"],
-                "best_speedup": agent.best.speedup,
+                "best_speedup": agent.ledger.best.speedup,
             }
         )
         log.info("%s x%s: %.1f it/s", name, workers, rows[-1]["iterations_per_s"])
@@ -164,7 +164,7 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
                 "learner": learner,
                 "overlap": overlap,
                 "workers": args.overlap_workers,
-                "iterations": agent.iterations,
+                "iterations": agent.ledger.iterations,
                 "generations": agent.generation,
                 "gradient_steps": int(sum(r["gradient_steps"] for r in agent.rows)),
                 "wall_s": wall,
@@ -172,7 +172,7 @@ def egrl_overlap(args: argparse.Namespace) -> list[dict]:
                 "learner_s": totals["learner"],
                 "inference_s": totals["inference"],
                 "evolution_s": totals["evolution"],
-                "best_speedup": agent.best.speedup,
+                "best_speedup": agent.ledger.best.speedup,
             }
         )
         log.info(

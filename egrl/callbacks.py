@@ -31,36 +31,38 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from tqdm.auto import tqdm
 
 from egrl.env import Env
-from egrl.evaluations import EvaluationLog
-from egrl.ledger import Best
+from egrl.ledger import Ledger
 from egrl.rundir import RunDir
+
+if TYPE_CHECKING:
+    from egrl.confirm import Confirmation
 
 log = logging.getLogger(__name__)
 
 
 class RunView(Protocol):
     """What a callback reads of the running search (a
-    :class:`~egrl.agents.base.SearchAgent` meets it)."""
+    :class:`~egrl.agents.base.SearchAgent` meets it); what was measured, paid and found is
+    its ``ledger``'s (``ledger.iterations``, ``ledger.best``, ``ledger.done``, ...)."""
 
     name: str
     cfg: Any
     env: Env
     run_dir: Path | None
     generation: int
-    iterations: int
-    proposals: int
-    failed_maps: int
-    best: Best
+    ledger: Ledger
     rows: list[dict]
     columns: tuple[str, ...]
     stop_reason: str | None
-    evaluation_log: EvaluationLog
 
     @property
-    def done(self) -> bool: ...
+    def finished(self) -> bool: ...
 
     def best_extras(self) -> dict: ...
 
@@ -134,7 +136,7 @@ class CallbackList(Callback):
 
 def is_last_generation(agent: RunView) -> bool:
     """The generation just ended is the run's last (budget spent or stopped early)."""
-    return agent.done or agent.stop_reason is not None
+    return agent.finished or agent.stop_reason is not None
 
 
 class ProgressBar(Callback):
@@ -146,12 +148,10 @@ class ProgressBar(Callback):
         self._seen = 0
 
     def on_run_start(self, agent: RunView) -> None:
-        from tqdm.auto import tqdm
-
-        self._seen = agent.iterations
+        self._seen = agent.ledger.iterations
         self.bar = tqdm(
             total=agent.cfg.budget,
-            initial=agent.iterations,
+            initial=agent.ledger.iterations,
             desc=f"{agent.name} {agent.env.workload.name}",
             unit="eval",
             disable=not self.enabled,
@@ -160,9 +160,9 @@ class ProgressBar(Callback):
     def on_generation_end(self, agent: RunView, row: dict) -> None:
         if self.bar is None:
             return
-        self.bar.update(agent.iterations - self._seen)
-        self._seen = agent.iterations
-        self.bar.set_postfix(best_speedup=f"{agent.best.speedup:.3f}", gen=agent.generation)
+        self.bar.update(agent.ledger.iterations - self._seen)
+        self._seen = agent.ledger.iterations
+        self.bar.set_postfix(best_speedup=f"{agent.ledger.best.speedup:.3f}", gen=agent.generation)
 
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if self.bar is not None:
@@ -178,45 +178,76 @@ class MetricsFile(Callback):
 
 
 class BestMapFile(Callback):
-    """``best_mapping.json`` at the end of a run that did not fail: the best map keyed by
-    unit name, its speedup, latency, reward and iteration, the run's counts, why it
-    stopped early (if it did), the compiler's latency, the best map by each of the
-    target's values (``record_evaluations``), on a noisy target the confirmed best
-    (``confirmed``), then what the agent adds (its ``best_extras()``: the solver's record,
-    the snapshot that mapped)."""
+    """``best_mapping.json`` at the end of a run that did not fail: the run's answer (its
+    map keyed by unit name, speedup, latency, reward and iteration), the run's counts, why
+    it stopped early (if it did), the compiler's latency, the best map by each of the
+    target's values (``record_evaluations``), then what the agent adds (its
+    ``best_extras()``: the solver's record, the snapshot that mapped).
+
+    The answer is the best single reading's, except on a noisy target whose run confirmed
+    its best (:mod:`egrl.confirm`): there it is the confirmed map, its speedup and interval
+    (``speedup_low``, ``speedup_high``) and mean latency on the readings that scored it,
+    with no reward or iteration of its own; the best single reading keeps its own key
+    (``best_reading``) and the confirmation its details (``confirmed``)."""
 
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if error is not None:
             return
-        best = agent.best
+        reading = best_reading(agent)
+        found = getattr(agent, "confirmation", None)
+        answer = reading if found is None else confirmed_answer(found, agent.env)
         RunDir(agent.run_dir).write_best_map(
             {
                 "agent": agent.name,
                 "workload": agent.env.workload.name,
-                "speedup": best.speedup,
-                "latency_s": best.latency_s,
-                "reward": best.reward,
-                "iteration": best.iteration,
-                "iterations": agent.iterations,
-                "proposals": agent.proposals,
-                "failed_maps": agent.failed_maps,
+                **{k: v for k, v in answer.items() if k != "mapping"},
+                "iterations": agent.ledger.iterations,
+                "proposals": agent.ledger.proposals,
+                "failed_maps": agent.ledger.failed_maps,
                 "stopped_early": agent.stop_reason,
                 "baseline_latency_s": agent.env.baseline_latency_s,
-                "mapping": None
-                if best.mapping is None
-                else agent.env.mapping_to_dict(best.mapping),
-                **agent.evaluation_log.best_record(),
-                **confirmed(agent),
+                "mapping": answer["mapping"],
+                **agent.ledger.evaluation_log.best_by_value(),
+                **({} if found is None else {"best_reading": reading}),
+                **(
+                    {} if found is None else {"confirmed": found.summary(agent.env.mapping_to_dict)}
+                ),
                 **agent.best_extras(),
             }
         )
 
 
-def confirmed(agent: RunView) -> dict:
-    """``{"confirmed": ...}``: a noisy target's confirmed best (:mod:`egrl.confirm`), its
-    interval, readings and noise estimate; ``{}`` where the run confirmed nothing."""
-    found = getattr(agent, "confirmation", None)
-    return {} if found is None else {"confirmed": found.summary(agent.env.mapping_to_dict)}
+def best_reading(agent: RunView) -> dict:
+    """The best single reading of the run (:class:`~egrl.ledger.Best`): its speedup,
+    latency, reward, iteration and map keyed by unit name (None if no map ran)."""
+    best = agent.ledger.best
+    return {
+        "speedup": best.speedup,
+        "latency_s": best.latency_s,
+        "reward": best.reward,
+        "iteration": best.iteration,
+        "mapping": None if best.mapping is None else agent.env.mapping_to_dict(best.mapping),
+    }
+
+
+def confirmed_answer(found: Confirmation, env: Env) -> dict:
+    """A confirmed run's answer: the confirmed map, its speedup and interval, and its mean
+    latency on the readings that scored it (the compiler's mean over the speedup)."""
+    best = found.best
+    compiler_s = (
+        float(np.mean(found.baseline_readings_s))
+        if len(found.baseline_readings_s)
+        else float("nan")
+    )
+    return {
+        "speedup": best.speedup,
+        "speedup_low": best.low,
+        "speedup_high": best.high,
+        "latency_s": compiler_s / best.speedup if best.speedup > 0 else float("nan"),
+        "reward": None,
+        "iteration": None,
+        "mapping": env.mapping_to_dict(best.mapping),
+    }
 
 
 class SpeedupPlot(Callback):
@@ -226,7 +257,7 @@ class SpeedupPlot(Callback):
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if error is not None:
             return
-        from egrl.plots import plot_speedup_curve  # matplotlib: only when a run ends
+        from egrl.plots import plot_speedup_curve  # start-up time: matplotlib, at the end
 
         plot_speedup_curve(
             agent.rows,

@@ -14,16 +14,29 @@ scoring rounds, with a 95% interval of that ratio of two noisy means
 (:func:`speedup_interval`).
 
 The readings are paid: the run reserves them from its budget when it starts
-(:func:`reserved_readings`), so a run never overshoots it.
+(:func:`reserve`), so a run never overshoots it, and spends them at its end
+(:func:`confirm_best`, on the run's ledger).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
+
+from egrl import distinct
+from egrl.validation import ConfigError
+
+if TYPE_CHECKING:
+    from egrl.config import ConfirmConfig
+    from egrl.env import Env
+    from egrl.ledger import Ledger
+
+log = logging.getLogger(__name__)
 
 #: the level of the reported interval
 LEVEL = 0.95
@@ -66,7 +79,7 @@ class Confirmation:
             round.
         noise_cv: the coefficient of variation of the compiler's readings (the run's
             estimate of the board's noise; NaN with fewer than two).
-        readings: board runs the confirmation paid.
+        board_runs: board runs the confirmation paid.
         selection_rounds: the first rounds, which chose the best (:func:`selection_rounds`).
     """
 
@@ -74,7 +87,7 @@ class Confirmation:
     candidates: list[Candidate]
     baseline_readings_s: np.ndarray
     noise_cv: float
-    readings: int
+    board_runs: int
     selection_rounds: int = 0
 
     def summary(self, mapping_to_dict: Callable[[np.ndarray], dict]) -> dict:
@@ -93,7 +106,7 @@ class Confirmation:
             "mapping": mapping_to_dict(self.best.mapping),
             "noise_cv": self.noise_cv,
             "baseline_readings_s": [float(x) for x in self.baseline_readings_s],
-            "readings": self.readings,
+            "board_runs": self.board_runs,
             "selection_rounds": self.selection_rounds,
             "candidates": [plain(c) for c in self.candidates],
         }
@@ -105,7 +118,7 @@ class Confirmation:
             "best": next(i for i, c in enumerate(self.candidates) if c is self.best),
             "baseline_readings_s": self.baseline_readings_s,
             "noise_cv": self.noise_cv,
-            "readings": self.readings,
+            "board_runs": self.board_runs,
             "selection_rounds": self.selection_rounds,
         }
 
@@ -118,7 +131,7 @@ class Confirmation:
             candidates=candidates,
             baseline_readings_s=np.asarray(state["baseline_readings_s"], np.float64),
             noise_cv=float(state["noise_cv"]),
-            readings=int(state["readings"]),
+            board_runs=int(state.get("board_runs", state.get("readings", 0))),
             selection_rounds=int(state.get("selection_rounds", 0)),
         )
 
@@ -135,10 +148,78 @@ class Confirmation:
 COLUMNS: tuple[str, ...] = ("confirmed_speedup", "confirmed_low", "confirmed_high")
 
 
-def reserved_readings(top: int, repeats: int, readings_per_map: int) -> int:
+def reserved_board_runs(top: int, repeats: int, readings_per_map: int) -> int:
     """Board runs a confirmation of ``top`` maps may pay: ``repeats`` rounds of the
     compiler's map and each candidate, each read costing ``readings_per_map``."""
     return (int(top) + 1) * int(repeats) * int(readings_per_map) if top > 0 else 0
+
+
+def reserve(env: Env, cfg: ConfirmConfig, budget: int) -> int:
+    """Board runs of ``budget`` that the confirmation of ``env``'s best needs (0 on a
+    deterministic target); a budget that leaves the search less than one map is refused."""
+    if env.deterministic:
+        return 0
+    reserved = reserved_board_runs(cfg.top, cfg.repeats, env.readings_per_map)
+    if reserved and budget - reserved < env.readings_per_map:
+        raise ConfigError(
+            [
+                f"confirm.top={cfg.top} is invalid: with confirm.repeats={cfg.repeats} the "
+                f"confirmation reserves {reserved} of budget={budget} board runs and "
+                "leaves the search none (raise the budget or set confirm.top=0)"
+            ]
+        )
+    return reserved
+
+
+def confirm_best(ledger: Ledger, top: int, reserved: int) -> Confirmation | None:
+    """Read the ``top`` best maps of a run's archive again (:func:`confirm`) from the
+    ``reserved`` board runs its ledger kept back; None (and a warning) when no map earned
+    a speedup. Fewer candidates than ``top`` get more rounds each. Each map is chosen by
+    its latest answer (the mean of its readings so far), not its luckiest reading."""
+    archive = ledger.archive
+    rows = archive.in_order()  # oldest first, so a map's last row is its latest answer
+    maps = archive.actions[rows].astype(np.int64)
+    speedups = np.sqrt(np.maximum(archive.rewards[rows].astype(np.float64), 0.0))
+    last = latest(maps)
+    chosen = last[top_maps(maps[last], speedups[last], top)]
+    if not len(chosen):
+        log.warning("confirm: no map earned a speedup; nothing to read again")
+        return None
+    ledger.budget += reserved
+    readings = ledger.env.readings_per_map
+    rounds = reserved // ((len(chosen) + 1) * readings)
+    found = confirm(
+        ledger.read_again,
+        ledger.env.baseline_mapping,
+        maps[chosen],
+        speedups[chosen],
+        rounds,
+        readings,
+    )
+    best = found.best
+    log.info(
+        "confirm: best speedup %.4f [%.4f, %.4f] (%d%%) from %d readings of %d maps beside "
+        "the compiler's; its search reading said %.4f; noise estimate %.2f%%",
+        best.speedup,
+        best.low,
+        best.high,
+        round(100 * LEVEL),
+        rounds,
+        len(chosen),
+        best.search_speedup,
+        100 * found.noise_cv,
+    )
+    return found
+
+
+def resumed(state: dict, ledger: Ledger, budget: int, reserved: int) -> Confirmation | None:
+    """The confirmation a checkpoint holds, for a run resumed with ``budget``: done (the
+    ledger's budget closed) unless the budget has room for more search and another
+    confirmation of ``reserved`` board runs (then None: the run searches on)."""
+    if budget - ledger.iterations - reserved >= ledger.env.readings_per_map:
+        return None
+    ledger.budget = ledger.iterations
+    return Confirmation.from_state(state)
 
 
 def speedup_interval(
@@ -178,11 +259,9 @@ def speedup_interval(
 
 def latest(maps: np.ndarray) -> np.ndarray:
     """Indices of each distinct map's last row of ``maps`` int ``[M, N, H]``, ascending:
-    on a noisy target the record's last answer of a map is the mean of its readings so far
-    (:mod:`egrl.measure_cache`), its first only its first reading."""
-    flat = np.asarray(maps).reshape(len(maps), -1)
-    _, first_of_reversed = np.unique(flat[::-1], axis=0, return_index=True)
-    return np.sort(len(maps) - 1 - first_of_reversed)
+    on a noisy target the archive's last answer of a map is the mean of its readings so
+    far (:mod:`egrl.measure_cache`), its first only its first reading."""
+    return distinct.last_rows(maps)
 
 
 def top_maps(maps: np.ndarray, speedups: np.ndarray, k: int) -> np.ndarray:
@@ -193,16 +272,8 @@ def top_maps(maps: np.ndarray, speedups: np.ndarray, k: int) -> np.ndarray:
         speedups: float ``[M]``: their search readings' speedups (0: did not run).
     """
     order = np.argsort(-np.asarray(speedups), kind="stable")
-    chosen: list[int] = []
-    seen: set[bytes] = set()
-    for i in order:
-        if len(chosen) == k or speedups[i] <= 0:
-            break
-        key = np.ascontiguousarray(maps[i]).tobytes()
-        if key not in seen:
-            seen.add(key)
-            chosen.append(int(i))
-    return np.asarray(chosen, dtype=np.int64)
+    ran = order[np.asarray(speedups)[order] > 0]  # best first; a map that did not run: none
+    return ran[distinct.first_rows(np.asarray(maps)[ran])][: max(int(k), 0)].astype(np.int64)
 
 
 #: one paid reading of each map of a batch ``[B, N, H]``, in order: latency_s float
@@ -227,7 +298,7 @@ def confirm(
         candidates: int ``[K, N, H]``, ``K >= 1``: the maps to confirm.
         search_speedups: float ``[K]``: the speedups that made them candidates.
         rounds: readings of each map (each round: the compiler's map, then every candidate).
-        readings_per_map: board runs one reading costs (``Confirmation.readings``).
+        readings_per_map: board runs one reading costs (``Confirmation.board_runs``).
     """
     batch = np.concatenate([baseline[None], candidates]).astype(np.int64)
     latency = np.full((rounds, len(batch)), np.nan)
@@ -263,7 +334,7 @@ def confirm(
         candidates=found,
         baseline_readings_s=base,
         noise_cv=cv,
-        readings=rounds * len(batch) * int(readings_per_map),
+        board_runs=rounds * len(batch) * int(readings_per_map),
         selection_rounds=select,
     )
 

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+import hwmodels
+import workloads
 from egrl.features import featurise
 from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
 from workloads import Workload
@@ -380,8 +382,6 @@ def bind(
     """The hardware model, the workload and the model bound to it, as :func:`make_env`
     takes them (see there), without the :class:`Env`: nothing is measured (an ``Env``
     reads the compiler's map when it is made)."""
-    import hwmodels
-
     if isinstance(hwmodel, str):
         hwmodel = hwmodels.make(hwmodel, **hw_params)
     elif hw_params:
@@ -389,8 +389,6 @@ def bind(
     if isinstance(workload, str):
         workload = load_workload(workload)
     if eliminate_data_movement:
-        import workloads
-
         workload, report = workloads.eliminate_data_movement(workload)
         log.info(
             "data-movement elimination on %s: %d -> %d nodes, %d of %d load/store pairs removed",
@@ -441,8 +439,6 @@ def target_from_config(cfg: Any) -> tuple[Target, Workload]:
 def reward_of(cfg: Any) -> str:
     """The reward of a run's config: its ``reward``, or the hardware model's own when it is
     null (:func:`hwmodels.default_reward`); a config without the key predates it (``egrl``)."""
-    import hwmodels
-
     task = plain_config(cfg)
     if "reward" not in task:
         return "egrl"
@@ -451,7 +447,7 @@ def reward_of(cfg: Any) -> str:
 
 def plain_config(cfg: Any) -> dict:
     """A run's config as a plain dict (a Hydra ``DictConfig`` resolved)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # start-up time: ``import egrl`` loads no omegaconf
 
     if OmegaConf.is_config(cfg):
         return OmegaConf.to_container(cfg, resolve=True)

@@ -119,7 +119,7 @@ class EvaluationLog:
                     "mapping": np.asarray(ev.rectified[i], dtype=np.int64).copy(),
                 }
 
-    def best_record(self) -> dict:
+    def best_by_value(self) -> dict:
         """``{"best_by": {name: {value, iteration, mapping by unit name}}}`` for
         ``best_mapping.json``; empty when nothing was recorded."""
         if not self.best_by:

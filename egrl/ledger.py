@@ -3,29 +3,31 @@
 A :class:`Ledger` stands between an agent and the hardware. :meth:`Ledger.submit` sends a
 batch of maps ``[B, N, H]`` through the measure cache and the budget
 (:class:`~egrl.runtime.dispatch.Dispatcher`) to a runtime; :meth:`Ledger.collect` takes the
-answers back and records each one:
+answers back and books each one:
 
 - paid measurements (``iterations``, never past the budget), proposals (every map
   answered, paid or not) and failed maps are counted; a paid measurement is a board run,
   so a map a target reads ``R`` times (``Env.readings_per_map``: an external chip with
   ``repeats: R``) costs ``R`` of the budget;
-- the :attr:`Ledger.record` keeps every answered map with its reward and source: the
-  run's archive of maps, read back from checkpoints by reports and by ``screen.init_from``
-  (:func:`record_state`);
+- the :attr:`Ledger.archive` keeps every answered map with its reward and source, read
+  back from checkpoints by reports and by ``screen.init_from`` (:func:`archive_state`);
 - :attr:`Ledger.best` keeps the best map the chip ran;
 - the learned screen, if any, learns from the paid maps that were measured;
-- ``evaluations.csv`` gets every answered map (with ``record_evaluations``);
-- each ``listener`` (an agent's own, e.g. EGRL's replay buffer) is told of every answer.
+- ``evaluations.csv`` gets every answered map (with ``record_evaluations``).
 
 :meth:`Ledger.evaluate` is submit-and-wait. The ledger knows nothing of generations or
-policies: the clock it stamps records with is given to it.
+policies: the clock it stamps the archive with is given to it. What an agent keeps of the
+answers (EGRL's replay buffer) it takes from what :meth:`Ledger.collect` returns. The
+counts a budget is spent on (:class:`Tally`) may be shared: a pre-training run gives each
+workload a ledger of its own, all paid from one budget.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,10 +43,9 @@ log = logging.getLogger(__name__)
 
 #: the phases of a generation whose wall time metrics.csv reports (``t_<phase>``)
 PHASES = ("inference", "evaluation", "learner", "evolution")
-#: the phase of a screening run spent fitting its model and choosing candidates
+#: the phase of a screening run spent fitting its model and choosing candidates; its
+#: column comes after the other timings
 SCREEN_PHASE = "screening"
-#: told of every answered submission: its ticket and its evaluation
-Listener = Callable[[Ticket, Evaluation], None]
 
 
 @dataclass
@@ -83,19 +84,36 @@ class Best:
 
 @dataclass
 class Timer:
-    """Cumulative wall time per phase of the search loop."""
+    """Cumulative wall time per phase of the search loop: ``with timer("learner"): ...``."""
 
     totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
-    def measure(self, phase: str, fn: Callable, *args, **kwargs):
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        """Add the wall time of the ``with`` block to ``phase``."""
         start = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self.totals[phase] += time.perf_counter() - start
-        return out
+        try:
+            yield
+        finally:
+            self.totals[phase] += time.perf_counter() - start
 
 
-def make_record(env: Env, capacity: int) -> ReplayBuffer:
-    """An empty record of ``capacity`` (at least 1) answered maps of ``env``; once full,
+@dataclass
+class Tally:
+    """What a run's budget is spent on: board runs allowed (``budget``) and made
+    (``iterations``), distinct maps paid for, maps answered (paid or not) and paid maps the
+    runtime could not measure."""
+
+    budget: int
+    iterations: int = 0
+    paid_maps: int = 0
+    proposals: int = 0
+    failed_maps: int = 0
+
+
+def make_buffer(env: Env, capacity: int) -> ReplayBuffer:
+    """An empty buffer of ``capacity`` (at least 1) answered maps of ``env`` (the run's
+    archive, EGRL's replay buffer); once full,
     each new map overwrites the oldest."""
     return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
 
@@ -118,28 +136,45 @@ def measure_cache(env: Env, capacity: int, reread: int = 0) -> MeasureCache:
     return cache
 
 
-def record_state(state: dict) -> dict:
-    """The record of answered maps in a checkpoint's state (``{}`` if it has none).
+def _tallied(name: str, doc: str) -> property:
+    """A count of the ledger's that its :class:`Tally` holds."""
+    return property(
+        lambda self: getattr(self.tally, name),
+        lambda self, v: setattr(self.tally, name, v),
+        doc=doc,
+    )
 
-    Checkpoints written before the record had a key of its own kept the same maps as
-    the agent's replay buffer (``"buffer"``)."""
-    return state.get("record") or state.get("buffer") or {}
+
+def archive_state(state: dict) -> dict:
+    """The archive of answered maps in a checkpoint's state (``{}`` if it has none).
+
+    Checkpoints written before the archive had its name kept it as ``"record"``, and
+    before it had a key of its own, as the agent's replay buffer (``"buffer"``)."""
+    return state.get("archive") or state.get("record") or state.get("buffer") or {}
 
 
 class Ledger:
-    """Measures, counts and records the maps of one run (see the module docstring).
+    """Measures, counts and archives the maps of one run (see the module docstring).
 
     Args:
         env: the environment its maps are checked, measured and scored on.
         budget: paid measurements allowed.
         cache: answers maps measured before without paying (disabled on a noisy target).
-        record_size: most answered maps the record holds.
+        record_size: most answered maps the archive holds (``cfg.record_size``).
         timer: where the time spent waiting for answers goes (phase ``"evaluation"``).
         evaluation_log: ``evaluations.csv`` (a disabled log without ``record_evaluations``).
-        stamp: the generation a record belongs to and the run's wall clock now.
+        stamp: the generation an answer belongs to and the run's wall clock now.
         screen: the learned screen, told of every measured paid map (None: no screening).
         pool: candidates an agent proposes per map it wants measured (``screen.pool``).
+        tally: the counts to spend the budget from, another ledger's to share its budget
+            (None: a tally of its own, of ``budget``).
     """
+
+    budget = _tallied("budget", "Board runs the search may pay for.")
+    iterations = _tallied("iterations", "Board runs paid so far (never past the budget).")
+    paid_maps = _tallied("paid_maps", "Distinct maps paid for (without re-readings).")
+    proposals = _tallied("proposals", "Maps answered so far, paid or not.")
+    failed_maps = _tallied("failed_maps", "Paid maps the runtime could not measure.")
 
     def __init__(
         self,
@@ -152,28 +187,25 @@ class Ledger:
         stamp: Callable[[], tuple[int, float]],
         screen=None,
         pool: int = 1,
+        tally: Tally | None = None,
     ) -> None:
         self.env = env
-        self.budget = int(budget)
+        self.tally = Tally(int(budget)) if tally is None else tally
         self.cache = cache
-        self.record = make_record(env, record_size)
+        self.archive = make_buffer(env, record_size)
         self.timer = timer
         self.evaluation_log = evaluation_log
         self.stamp = stamp
         self.screen = screen
         #: candidates an agent proposes per map it wants measured (1 without a screen)
         self.pool = 1 if screen is None else int(pool)
+        if screen is not None:
+            timer.totals.setdefault(SCREEN_PHASE, 0.0)
         self.best = Best()
-        self.iterations = 0
         #: board runs one paid map costs (the budget and ``iterations`` count board runs)
-        self.readings = env.readings_per_map
-        self.proposals = 0
-        #: distinct maps paid for (``iterations`` over ``readings``, without re-readings)
-        self.paid_maps = 0
-        self.failed_maps = 0
+        self.readings_per_map = env.readings_per_map
         #: evaluations answered since the agent emptied it (one generation's)
         self.batch: list[Evaluation] = []
-        self.listeners: list[Listener] = []
         self.dispatcher: Dispatcher | None = None
         self.use_runtime(LocalRuntime(env.measure))
 
@@ -182,12 +214,18 @@ class Ledger:
     def remaining(self) -> int:
         """Maps the budget still pays for (its board runs left over :attr:`readings` per
         map), maps in flight counted as paid."""
-        return (self.budget - self.iterations) // self.readings - self.dispatcher.in_flight
+        return (self.budget - self.iterations) // self.readings_per_map - self.dispatcher.in_flight
+
+    @property
+    def budget_maps(self) -> int:
+        """Maps the search may pay for: the budget's board runs (less those a noisy
+        target's confirmation keeps) over the board runs one map costs, at least 1."""
+        return max(1, self.budget // self.readings_per_map)
 
     @property
     def done(self) -> bool:
         """The budget cannot pay for another map (every paid map answered)."""
-        return self.budget - self.iterations < self.readings
+        return self.budget - self.iterations < self.readings_per_map
 
     def use_runtime(self, runtime: Runtime) -> None:
         """Measure through ``runtime`` from now on (nothing may be in flight)."""
@@ -205,23 +243,37 @@ class Ledger:
         ``keep`` candidates."""
         if self.screen is None:
             return np.arange(min(int(keep), len(candidates)))
-        return self.timer.measure(
-            SCREEN_PHASE, self.screen.select, candidates, keep, groups, probs, free
-        )
+        with self.timer(SCREEN_PHASE):
+            return self.screen.select(candidates, keep, groups, probs, free)
 
     def choose(self, pools, probs=None) -> np.ndarray:
         """:meth:`egrl.screening.screen.Screen.choose`, timed: one candidate of each group
         ``[G, K, N, H]``, int64 ``[G]``; without a screen candidate 0 of each."""
         if self.screen is None:
             return np.zeros(len(pools), dtype=np.int64)
-        return self.timer.measure(SCREEN_PHASE, self.screen.choose, pools, probs)
+        with self.timer(SCREEN_PHASE):
+            return self.screen.choose(pools, probs)
+
+    def refit_screen(self) -> None:
+        """Refit the screen's model on what was paid so far (timed; nothing without one)."""
+        if self.screen is not None:
+            with self.timer(SCREEN_PHASE):
+                self.screen.refit()
+
+    def screen_metrics(self) -> dict:
+        """The screen's metrics of the generation (timed; ``{}`` without one)."""
+        if self.screen is None:
+            return {}
+        with self.timer(SCREEN_PHASE):
+            return self.screen.take_metrics()
 
     # ------------------------------------------------------------- measuring
     def evaluate(self, maps, source: str, probs=None) -> Evaluation:
         """Submit a batch ``[B, N, H]`` and wait for its evaluation (see :meth:`submit`)."""
         ticket = self.submit(maps, source, probs)
         while ticket.id not in self._answered:
-            self.timer.measure("evaluation", self._collect, True, True)
+            with self.timer("evaluation"):
+                self._collect(True, True)
         return self._answered.pop(ticket.id)[1]
 
     def submit(self, maps, source: str, probs=None) -> Ticket:
@@ -232,18 +284,18 @@ class Ledger:
         batch = self.env.check_maps(maps)
         if probs is not None:
             probs = self.env.check_probs(probs, len(batch))
-        return self.timer.measure(
-            "evaluation", self.dispatcher.submit, batch, probs, self.remaining, source
-        )
+        with self.timer("evaluation"):
+            return self.dispatcher.submit(batch, probs, self.remaining, source)
 
     def collect(
         self, block: bool = False, ordered: bool = False
     ) -> list[tuple[Ticket, Evaluation]]:
-        """The submissions answered since the last call, recorded, in the order they were
+        """The submissions answered since the last call, booked, in the order they were
         answered; with ``block``, wait until there is at least one (unless none is open).
-        With ``ordered``, submissions are recorded in the order they were submitted."""
+        With ``ordered``, submissions are booked in the order they were submitted."""
         if block and not self._answered and self.dispatcher.open:
-            self.timer.measure("evaluation", self._collect, True, ordered)
+            with self.timer("evaluation"):
+                self._collect(True, ordered)
         else:
             self._collect(False, ordered)
         out = list(self._answered.values())
@@ -252,15 +304,13 @@ class Ledger:
 
     def _collect(self, block: bool, ordered: bool = False) -> None:
         for answered in self.dispatcher.collect(block, ordered):
-            self._answered[answered.ticket.id] = (answered.ticket, self._record(answered))
+            self._answered[answered.ticket.id] = (answered.ticket, self._book(answered))
 
-    def _record(self, answered: Answered) -> Evaluation:
-        """Score, count and record one answered submission (see the module docstring)."""
+    def _book(self, answered: Answered) -> Evaluation:
+        """Score, count and archive one answered submission (see the module docstring)."""
         ticket, m = answered.ticket, answered.measurement
         ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
-        self.record.add(ticket.maps, ev.reward, ticket.source)
-        for listener in self.listeners:
-            listener(ticket, ev)
+        self.archive.add(ticket.maps, ev.reward, ticket.source)
         # the screen learns from measurements: a failed map is paid, but its reward is
         # the penalty for a map the chip did not run, not what the chip answered
         measured = answered.paid & ~answered.failed
@@ -270,7 +320,7 @@ class Ledger:
             # a free map the screen has not seen: the compiler's, measured at binding
             free = ~answered.paid
             self.screen.observe_unseen(ticket.maps[free], ev.reward[free])
-        paid_runs = self.readings * np.cumsum(answered.paid)
+        paid_runs = self.readings_per_map * np.cumsum(answered.paid)
         self.best.update(ticket.maps, ev, self.iterations + paid_runs)
         generation, wall_s = self.stamp()
         self.evaluation_log.add(
@@ -281,7 +331,7 @@ class Ledger:
             generation,
             wall_s,
         )
-        self.iterations += self.readings * int(answered.paid.sum())
+        self.iterations += self.readings_per_map * int(answered.paid.sum())
         new = answered.paid if answered.again is None else answered.paid & ~answered.again
         self.paid_maps += int(new.sum())
         self.proposals += len(ev)
@@ -295,7 +345,7 @@ class Ledger:
         """One paid reading of each map of a batch ``[B, N, H]`` on this process's target,
         past the measure cache (a map it knows is read again): a noisy target's
         confirmation (:mod:`egrl.confirm`). Counted (``readings`` board runs each) and
-        logged in ``evaluations.csv``, not added to the record or the best (which keep the
+        logged in ``evaluations.csv``, not added to the archive or the best (which keep the
         search's readings).
 
         Returns:
@@ -305,20 +355,37 @@ class Ledger:
         """
         batch = self.env.check_maps(maps)
         try:
-            m = self.timer.measure("evaluation", self.env.measure, batch)
+            with self.timer("evaluation"):
+                m = self.env.measure(batch)
             ev = self.env.score(m.rectified, m.valid, m.reassigned_ratio, m.latency_s)
         except Exception as exc:  # a crashing chip: the readings are lost, not the run
             log.error("reading %d maps again failed: %s", len(batch), exc)
-            self.iterations += self.readings * len(batch)
+            self.iterations += self.readings_per_map * len(batch)
             self.failed_maps += len(batch)
             return np.full(len(batch), np.nan), np.zeros(len(batch), bool), batch
         generation, wall_s = self.stamp()
         before = (self.iterations, self.proposals)
         self.evaluation_log.add(source, ev, np.ones(len(ev), bool), before, generation, wall_s)
-        self.iterations += self.readings * len(ev)
+        self.iterations += self.readings_per_map * len(ev)
         self.proposals += len(ev)
         rectified = np.asarray(ev.rectified, dtype=np.int64).reshape(batch.shape)
         return np.asarray(ev.latency_s, np.float64), ev.speedup > 0, rectified
+
+    def read_rewards(self, maps: np.ndarray, source: str) -> np.ndarray:
+        """One more paid reading of maps ``[B, N, H]`` that a noisy target already answered,
+        past the measure cache (:meth:`read_again`): how an agent checks a map it keeps on a
+        lucky reading. Only the first ones the budget pays for are read.
+
+        Returns:
+            float64 ``[B']`` (``B' <= B``): each reading's reward, NaN where the chip did
+            not run the map.
+        """
+        maps = np.asarray(maps, dtype=np.int64)[: max(self.remaining, 0)]
+        if not len(maps):
+            return np.zeros(0)
+        latency_s, ran, rectified = self.read_again(maps, source)
+        ev = self.env.score(rectified, ran, np.zeros(len(maps)), latency_s)
+        return np.where(ran, ev.reward, np.nan)
 
     def metrics(self) -> dict:
         """The metrics row's counts and best map, and ``batch_best_reward``,
@@ -346,28 +413,33 @@ class Ledger:
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Counts, best map, record, cache and, where kept, the best-by-value record."""
+        """Counts, best map, archive, cache and, where kept, the best map by each value and
+        the screen's paid maps."""
         state = {
             "iterations": self.iterations,
             "proposals": self.proposals,
             "paid_maps": self.paid_maps,
             "failed_maps": self.failed_maps,
             "best": self.best.state_dict(),
-            "record": self.record.state_dict(),
+            "archive": self.archive.state_dict(),
             "cache": self.cache.state_dict(),
         }
         if self.evaluation_log.enabled:
             state["evaluations"] = self.evaluation_log.state_dict()
+        if self.screen is not None:
+            state["screen"] = self.screen.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Inverse of :meth:`state_dict`; reads checkpoints written before the record had
-        a key of its own (:func:`record_state`)."""
+        """Inverse of :meth:`state_dict`; reads checkpoints written before the archive had
+        its name (:func:`archive_state`)."""
         self.iterations = int(state["iterations"])
         self.proposals = int(state.get("proposals", self.iterations))
         self.failed_maps = int(state.get("failed_maps", 0))
-        self.paid_maps = int(state.get("paid_maps", self.iterations // self.readings))
+        self.paid_maps = int(state.get("paid_maps", self.iterations // self.readings_per_map))
         self.best = Best(**state["best"])
-        self.record.load_state_dict(record_state(state))
+        self.archive.load_state_dict(archive_state(state))
         self.cache.load_state_dict(state.get("cache"))
         self.evaluation_log.load_state_dict(state.get("evaluations"))
+        if self.screen is not None:
+            self.screen.load_state_dict(state.get("screen"))

@@ -28,6 +28,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
+
 from egrl.callbacks import Callback, RunView
 from egrl.rundir import BEST_FILE, CONFIG_FILE, METRICS_FILE
 
@@ -120,7 +122,7 @@ class TensorBoardLogger(Callback):
         why = missing_package("tensorboard")
         if why is not None:
             raise ImportError(f"logger=tensorboard: {why}")
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # optional dependency
 
         if self.log_dir is None:
             if agent.run_dir is None:
@@ -132,7 +134,7 @@ class TensorBoardLogger(Callback):
         self.writer.add_text("config", "\n".join("    " + line for line in text.splitlines()))
 
     def on_generation_end(self, agent: RunView, row: dict) -> None:
-        step = int(agent.iterations)
+        step = int(agent.ledger.iterations)
         for key, value in numeric_metrics(row).items():
             self.writer.add_scalar(f"metrics/{key}", value, global_step=step)
 
@@ -140,14 +142,17 @@ class TensorBoardLogger(Callback):
         if self.writer is None:
             return
         if error is None:
-            from matplotlib.image import imread
+            from matplotlib.image import imread  # start-up time
 
             for path in figures(agent.run_dir):
                 image = imread(path)
                 self.writer.add_image(
-                    f"figures/{path.stem}", image[..., :3], agent.iterations, dataformats="HWC"
+                    f"figures/{path.stem}",
+                    image[..., :3],
+                    agent.ledger.iterations,
+                    dataformats="HWC",
                 )
-            self.writer.add_text("best", json.dumps(agent.best.state_dict(), default=str))
+            self.writer.add_text("best", json.dumps(agent.ledger.best.state_dict(), default=str))
         self.writer.close()
         self.writer = None
 
@@ -214,8 +219,8 @@ class MLflowLogger(Callback):
         if why is not None:
             raise ImportError(f"logger=mlflow: {why}")
         _quiet_mlflow(self.tracking_uri)
-        from mlflow import MlflowClient
-        from mlflow.entities import Param
+        from mlflow import MlflowClient  # optional dependency
+        from mlflow.entities import Param  # optional dependency
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         id_file = agent.run_dir / MLFLOW_RUN_FILE if agent.run_dir is not None else None
@@ -241,10 +246,10 @@ class MLflowLogger(Callback):
             self.client.log_artifact(self.run_id, str(agent.run_dir / CONFIG_FILE))
 
     def on_generation_end(self, agent: RunView, row: dict) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # optional dependency
 
         now = int(time.time() * 1000)
-        step = int(agent.iterations)
+        step = int(agent.ledger.iterations)
         metrics = [Metric(k, v, now, step) for k, v in numeric_metrics(row).items()]
         for chunk in _chunks(metrics, 1000):
             self.client.log_batch(self.run_id, metrics=chunk)
@@ -289,8 +294,6 @@ def locate(path: str) -> Any:
 def user_callbacks(specs: Sequence[Any]) -> list[Callback]:
     """``logger.callbacks``: each a Hydra ``_target_`` node (or a dotted class name) of a
     :class:`~egrl.callbacks.Callback`, made with its other keys as arguments."""
-    from hydra.utils import instantiate
-
     out = []
     for spec in specs or ():
         made = locate(spec)() if isinstance(spec, str) else instantiate(spec)

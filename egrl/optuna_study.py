@@ -37,7 +37,7 @@ def import_optuna(what: str = "agent 'optuna'") -> Any:
     an ImportError that says how to install it otherwise."""
     hint = 'pip install -e ".[optuna]"'
     try:
-        import optuna
+        import optuna  # optional dependency
     except ImportError as err:
         raise ImportError(f"{what} needs the optional optuna package (>= 4): {hint}") from err
     major = int(optuna.__version__.split(".")[0])

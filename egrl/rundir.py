@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+import workloads
 from egrl.checkpoint import (
     SKELETON_FILE,
     list_checkpoints,
@@ -83,8 +84,6 @@ def workload_label(name: str) -> str:
     """A workload's name for a directory or a file: a zoo name as it is, a workload file by
     its file name, ending included (``models/mynet.onnx`` -> ``mynet.onnx``), so runs of
     ``mynet.onnx`` and ``mynet.json.gz`` land apart."""
-    import workloads
-
     if not workloads.zoo.is_path(name):
         return str(name)
     return Path(str(name)).name
@@ -198,7 +197,7 @@ class RunDir:
     # ----------------------------------------------------------------- config
     def write_config(self, cfg: Any, resolve: bool = True) -> Path:
         """Write ``cfg`` (a DictConfig or a plain mapping) as ``config.yaml``."""
-        from omegaconf import OmegaConf
+        from omegaconf import OmegaConf  # start-up time: ``egrl-report`` loads no omegaconf
 
         self.config.write_text(OmegaConf.to_yaml(cfg, resolve=resolve), encoding="utf-8")
         return self.config
@@ -214,13 +213,13 @@ class RunDir:
 
     def config_node(self) -> DictConfig:
         """``config.yaml`` as an OmegaConf config (to merge, or resolve interpolations)."""
-        from omegaconf import OmegaConf
+        from omegaconf import OmegaConf  # start-up time
 
         return OmegaConf.load(self.config)
 
     def resolved_config(self) -> dict:
         """``config.yaml`` as a plain nested dict with its interpolations resolved."""
-        from omegaconf import OmegaConf
+        from omegaconf import OmegaConf  # start-up time
 
         return OmegaConf.to_container(self.config_node(), resolve=True)
 

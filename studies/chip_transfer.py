@@ -42,15 +42,13 @@ from studies.runner import (
     script_command,
     script_label,
 )
-from studies.stats import compare, format_samples, median_range, samples_to_level
+from studies.stats import REACH_TOLERANCE, compare, format_samples, median_range, samples_to_level
 
 log = logging.getLogger(__name__)
 
 SECTION = "chip-transfer"
 MODES = ("scratch", "finetune")
 LEVEL_NAMES = ("compiler", "99%")
-#: relative tolerance of "reached": float noise never hides a level that was reached
-REACH_TOLERANCE = 1e-9
 
 
 # ------------------------------------------------------------------ the plan

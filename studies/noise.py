@@ -173,7 +173,8 @@ def read_cell_runs(runs: Sequence[Run], env, notes: list[str]) -> list[Returned]
         if mapping is None:
             notes.append(f"{run.path}: no map earned a speedup")
             continue
-        confirm = (best.get("confirmed") or {}).get("readings", 0)
+        confirmed = best.get("confirmed") or {}
+        confirm = confirmed.get("board_runs", confirmed.get("readings", 0))  # older: readings
         iterations = int(best["iterations"])
         searched = paid_maps(Path(run.path), iterations - confirm)
         distinct = searched + (len(best["confirmed"]["candidates"]) + 1 if confirm else 0)

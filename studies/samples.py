@@ -42,6 +42,7 @@ from egrl.runs import Run, load_config
 from studies.render import left_out, markdown_table, plot_median_curves, reproduce
 from studies.runner import Page, RunSpec, StudyError, hydra_quote, read_runs
 from studies.stats import (
+    REACH_TOLERANCE,
     best_known,
     compare,
     format_samples,
@@ -63,8 +64,6 @@ NO_START = frozenset({"random"})
 OPTIONAL = {"nevergrad": "nevergrad"}
 #: level names, in table order; their speedups are :func:`levels`
 LEVEL_NAMES = ("compiler", "99%", "99.9%")
-#: relative tolerance of "reached": float noise never hides a level that was reached
-REACH_TOLERANCE = 1e-9
 #: the level EGRL from scratch is tested on
 TEST_LEVEL = "99%"
 #: line style of each mode in the figures

@@ -42,6 +42,9 @@ __all__ = [  # mean and spread are the library's (egrl.aggregate.stats), shared 
 
 #: absolute slack of a level comparison (a value equal to the level up to rounding reaches it)
 LEVEL_SLACK = 1e-12
+#: relative tolerance of "reached" in the studies' tables: float noise never hides a level
+#: that was reached (``samples_to_level(..., rtol=REACH_TOLERANCE)``)
+REACH_TOLERANCE = 1e-9
 
 
 def samples_to_level(

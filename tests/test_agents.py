@@ -2,61 +2,26 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from egrl import make_env
-from egrl.agents import config_class, make_agent, names
+from egrl.agents import make_agent, names
 from egrl.agents.annealing import neighbours
-from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.greedy_dp import head_combinations
-from egrl.config import TrainConfig
 from egrl.env import Env
 from hwmodels.base import Target
 from hwmodels.nnpi.target import NNPITarget
-from tests.nnpi_workloads import residual
+from tests.helpers import OPTIONS, agent_config, read_metrics, small_env
 
-KIB = 1024
-ROOT = Path(__file__).resolve().parents[1]
-
-#: small options so that a ~100-iteration run has several generations and a trimmed last one
-OPTIONS = {
-    "random": {"batch": 16},
-    "greedy-dp": {},
-    "sa": {"chains": 4, "steps": 2},
-    "ga": {"population": 12},
-    "nevergrad": {"batch": 8},
-    "optuna": {"batch": 8},
-    "optimum": {"time_limit_s": 30.0, "workers": 1},
-}
 AGENTS = list(OPTIONS)
 # optuna resumes from its storage as well as its checkpoint: tests/test_optuna_agent.py
 RESUMABLE = ["random", "greedy-dp", "sa", "ga", "nevergrad"]
 STOCHASTIC = ["random", "sa", "ga", "nevergrad", "optuna"]
-
-
-def small_env() -> Env:
-    """A 13-node residual network whose weights do not all fit in SRAM + LLC."""
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    return make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0)
-
-
-def config(name: str, seed: int = 0, budget: int = 101, **options) -> TrainConfig:
-    return TrainConfig(
-        seed=seed,
-        budget=budget,
-        progress=False,
-        checkpoint_every=2,
-        keep_checkpoints=1000,
-        agent=config_class(name)(name=name, options={**OPTIONS[name], **options}),
-    )
 
 
 def needs(name: str) -> None:
@@ -64,13 +29,6 @@ def needs(name: str) -> None:
         pytest.importorskip("nevergrad")
     if name == "optuna":
         pytest.importorskip("optuna", minversion="4")
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    """metrics.csv rows without the wall-clock columns."""
-    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
 
 
 def test_every_baseline_is_registered():
@@ -81,17 +39,17 @@ def test_every_baseline_is_registered():
 def test_run_respects_budget_and_writes_run_directory(name, tmp_path):
     needs(name)
     env = small_env()
-    agent = make_agent(env, config(name), tmp_path)
+    agent = make_agent(env, agent_config(name), tmp_path)
     best = agent.run()
     expected = 101
     if name == "optimum":  # its one map is free when it is the compiler's, measured at binding
         expected = 0 if np.array_equal(best.mapping, env.baseline_mapping) else 1
-    assert agent.iterations == expected == env.num_evaluations
+    assert agent.ledger.iterations == expected == env.num_evaluations
     # Maps answered from the cache are proposals, not paid, and still replay transitions.
-    assert len(agent.record) == agent.proposals >= expected
+    assert len(agent.ledger.archive) == agent.ledger.proposals >= expected
     rows = read_metrics(tmp_path)
     assert int(rows[-1]["iterations"]) == expected
-    assert int(rows[-1]["proposals"]) == agent.proposals
+    assert int(rows[-1]["proposals"]) == agent.ledger.proposals
     assert [int(r["generation"]) for r in rows] == list(range(1, len(rows) + 1))
     assert set(agent.extra_columns) <= set(rows[0])
     for file in ("metrics.csv", "best_mapping.json", "speedup.png"):
@@ -110,11 +68,11 @@ def test_run_respects_budget_and_writes_run_directory(name, tmp_path):
 def test_same_seed_same_run(name, tmp_path):
     needs(name)
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    make_agent(small_env(), config(name, seed=3, budget=90), a).run()
-    make_agent(small_env(), config(name, seed=3, budget=90), b).run()
+    make_agent(small_env(), agent_config(name, seed=3, budget=90), a).run()
+    make_agent(small_env(), agent_config(name, seed=3, budget=90), b).run()
     assert read_metrics(a) == read_metrics(b)
     if name in STOCHASTIC:
-        make_agent(small_env(), config(name, seed=4, budget=90), c).run()
+        make_agent(small_env(), agent_config(name, seed=4, budget=90), c).run()
         assert read_metrics(a) != read_metrics(c)
 
 
@@ -123,7 +81,7 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(name, tmp_path):
     needs(name)
     budget = 120
     reference = tmp_path / "reference"
-    make_agent(small_env(), config(name, seed=5, budget=budget), reference).run()
+    make_agent(small_env(), agent_config(name, seed=5, budget=budget), reference).run()
     ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
     assert len(ckpts) >= 3
     middle = ckpts[len(ckpts) // 2]
@@ -131,9 +89,9 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(name, tmp_path):
     resumed = tmp_path / "resumed"
     shutil.copytree(middle, resumed / "checkpoints" / middle.name)
     env = small_env()
-    agent = make_agent(env, config(name, seed=5, budget=budget), resumed)
+    agent = make_agent(env, agent_config(name, seed=5, budget=budget), resumed)
     assert agent.resume()
-    start = agent.iterations
+    start = agent.ledger.iterations
     assert 0 < start < budget
     agent.run()
     assert read_metrics(resumed) == read_metrics(reference)
@@ -144,8 +102,8 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(name, tmp_path):
 def test_greedy_dp_beats_random_search():
     greedy, rand = [], []
     for seed in range(2):
-        greedy.append(make_agent(small_env(), config("greedy-dp", seed, budget=200)).run())
-        rand.append(make_agent(small_env(), config("random", seed, budget=200)).run())
+        greedy.append(make_agent(small_env(), agent_config("greedy-dp", seed, budget=200)).run())
+        rand.append(make_agent(small_env(), agent_config("random", seed, budget=200)).run())
     assert np.mean([b.speedup for b in greedy]) > np.mean([b.speedup for b in rand])
 
 
@@ -154,23 +112,23 @@ def test_greedy_dp_keeps_current_choice_on_ties_and_walks_units_in_order():
     # The first unit pays its 9 maps; every later one 8: its current choice is the map
     # kept at the unit before, answered from the cache (so is the compiler's map, measured
     # when the target was bound: a walk that meets it goes further on the same budget).
-    agent = make_agent(env, config("greedy-dp", budget=9 + 8 * env.num_units))
+    agent = make_agent(env, agent_config("greedy-dp", budget=9 + 8 * env.num_units))
     agent.run()
     rows = agent.rows
     units = [r["unit"] for r in rows]
     assert units[: env.num_units + 1] == list(range(env.num_units)) + [0]
     assert units[env.num_units + 1 :] == list(range(1, len(units) - env.num_units))
-    assert 9 * (len(rows) - 1) < agent.proposals <= 9 * len(rows)  # the budget ends a walk
+    assert 9 * (len(rows) - 1) < agent.ledger.proposals <= 9 * len(rows)  # the budget ends a walk
     assert rows[-1]["pass"] == 1
     # The first pass moved some units off DRAM; the map it ends with is the best seen.
     assert any(r["changed"] for r in rows) and agent.current.any()
-    assert env.evaluate(agent.current).reward[0] == pytest.approx(agent.best.reward)
+    assert env.evaluate(agent.current).reward[0] == pytest.approx(agent.ledger.best.reward)
 
 
 def test_sa_improves_over_its_start():
     env = small_env()
     start = env.evaluate(np.zeros((env.num_units, env.num_heads), dtype=np.int64))
-    agent = make_agent(env, config("sa", budget=200))
+    agent = make_agent(env, agent_config("sa", budget=200))
     assert agent.run().speedup > start.speedup[0]
     # The geometric schedule starts at t_start and reaches t_end with the budget's last move.
     assert agent.temperature(0) == pytest.approx(agent.options.t_start)
@@ -195,7 +153,7 @@ def test_head_combinations_cover_every_pair_once():
 
 
 def test_optimum_records_solver_in_outputs(tmp_path):
-    agent = make_agent(small_env(), config("optimum", budget=50), tmp_path)
+    agent = make_agent(small_env(), agent_config("optimum", budget=50), tmp_path)
     agent.run()
     saved = json.loads((tmp_path / "best_mapping.json").read_text())
     assert saved["solver"]["status"] == "OPTIMAL" and saved["solver"]["proven"] is True
@@ -211,18 +169,18 @@ def test_optimum_refuses_targets_without_solver():
     env = small_env()
     target = NoSolverTarget(env.target.params, env.workload)
     with pytest.raises(ValueError, match="NoSolverTarget.*no"):
-        make_agent(Env(target, env.workload), config("optimum"))
+        make_agent(Env(target, env.workload), agent_config("optimum"))
 
 
 def test_unknown_and_bad_options_name_the_agent():
     with pytest.raises(KeyError, match="'sa'.*temprature"):
-        make_agent(small_env(), config("sa", temprature=1.0))
+        make_agent(small_env(), agent_config("sa", temprature=1.0))
     with pytest.raises(ValueError, match="'ga'.*crossover"):
-        make_agent(small_env(), config("ga", crossover="one_point"))
+        make_agent(small_env(), agent_config("ga", crossover="one_point"))
     with pytest.raises(ValueError, match="'ga'.*nothing varies"):
-        make_agent(small_env(), config("ga", cxpb=0.0, mutpb=0.0))
+        make_agent(small_env(), agent_config("ga", cxpb=0.0, mutpb=0.0))
     with pytest.raises(ValueError, match="'random'.*batch"):
-        make_agent(small_env(), config("random", batch=0))
+        make_agent(small_env(), agent_config("random", batch=0))
 
 
 def test_nevergrad_missing_says_how_to_install(monkeypatch):

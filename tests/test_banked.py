@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,8 @@ from hwmodels.banked.layouts import FOREIGN, axis_map
 from hwmodels.banked.optimum import brute_force, solve
 from hwmodels.banked.problem import AXIS, SAME
 from hwmodels.banked.requirements import rules
+from tests.helpers import ROOT
 from workloads.ir import Node, TensorInfo, Workload
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def node(name: str, op: str, inputs: list[str], shapes: list[tuple], out: tuple) -> Node:

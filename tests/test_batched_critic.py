@@ -132,7 +132,7 @@ def test_egrl_runs_the_same_with_messages_summed_block_by_block(monkeypatch, tmp
     once (the code before :func:`weighted_sum`)."""
     from egrl import make_env
     from egrl.agents.egrl.agent import EGRLAgent
-    from tests.test_egrl_agent import read_metrics, small_config
+    from tests.helpers import read_metrics, small_config
 
     runs = {"blocks": tmp_path / "blocks", "unfused": tmp_path / "unfused"}
     with monkeypatch.context() as patch:

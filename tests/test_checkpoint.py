@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import shutil
@@ -14,9 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from egrl import make_env
-from egrl.agents import config_class, make_agent
-from egrl.agents.base import TIMING_COLUMNS
+from egrl.agents import make_agent
 from egrl.checkpoint import (
     SKELETON_FILE,
     TENSORS_FILE,
@@ -31,9 +28,7 @@ from egrl.checkpoint import (
     verify_state,
 )
 from egrl.config import TrainConfig
-from tests.nnpi_workloads import residual
-
-KIB = 1024
+from tests.helpers import agent_config, read_metrics, small_env
 
 
 def small_state() -> dict:
@@ -289,27 +284,9 @@ def test_prune_removes_nothing_when_the_new_checkpoint_is_damaged(tmp_path, capl
 BUDGET = 120  # random search, 16 maps per generation: 8 generations, checkpoints at 2, 4, 6, 8
 
 
-def small_env():
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    return make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0)
-
-
 def config(name: str = "random", keep: int = 1000) -> TrainConfig:
-    options = {"random": {"batch": 16}, "ga": {"population": 12}}[name]
-    return TrainConfig(
-        seed=7,
-        budget=BUDGET,
-        progress=False,
-        checkpoint_every=2,
-        keep_checkpoints=keep,
-        agent=config_class(name)(name=name, options=options),
-    )
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
+    """Random search (16 maps a generation) or GA (12), seed 7, :data:`BUDGET` maps."""
+    return agent_config(name, seed=7, budget=BUDGET, keep_checkpoints=keep)
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +383,7 @@ def test_resume_with_every_checkpoint_damaged_fails(references, tmp_path):
         agent.resume()
     assert str(info.value).startswith(str(ckpt_dir))
     assert "\n" not in str(info.value)
-    assert agent.iterations == 0 and not (tmp_path / "metrics.csv").exists()
+    assert agent.ledger.iterations == 0 and not (tmp_path / "metrics.csv").exists()
 
 
 def test_resume_of_a_checkpoint_without_checksum(references, tmp_path, caplog):

@@ -15,9 +15,7 @@ from egrl.config import ConfirmConfig, TrainConfig, config_problems
 from egrl.rundir import RunDir
 from egrl.runs import Run
 from egrl.validation import ConfigError
-from tests.nnpi_workloads import residual
-
-KIB = 1024
+from tests.helpers import noisy_env, small_env
 
 
 def test_the_interval_of_a_ratio_of_noisy_means_covers_at_its_level():
@@ -79,7 +77,7 @@ def test_rounds_read_the_compiler_first_and_score_on_fresh_readings_only():
     assert batches == [[0, 1, 2]] * 4
     assert found.best.speedup == 2.0 and found.best.search_speedup == 9.0
     assert found.candidates[1].failed == 1 and len(found.candidates[1].readings_s) == 3
-    assert found.noise_cv == 0.0 and found.readings == 4 * 3 * 3
+    assert found.noise_cv == 0.0 and found.board_runs == 4 * 3 * 3
     back = confirm.Confirmation.from_state(found.state_dict())
     assert back.best.speedup == 2.0 and back.candidates[1].failed == 1
 
@@ -124,25 +122,6 @@ def test_splitting_the_rounds_removes_the_overstatement_of_the_best_of_three():
 
 
 # ------------------------------------------------------------------ in a run
-def noisy_env(cv: float = 0.05, seed: int = 0):
-    """The agents' 13-node NNP-I problem, each reading times lognormal noise of mean 1
-    (repaired maps scored: every map earns a speedup)."""
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    env = make_env("nnpi", w, reward="repaired", sram_mib=1.0, llc_mib=2.0)
-    rng = np.random.default_rng(seed)
-    sigma = np.sqrt(np.log(1 + cv**2))
-    measure = env.target.measure
-
-    def noisy(maps, probs=None):
-        m = measure(maps)
-        m.latency_s = m.latency_s * rng.lognormal(-(sigma**2) / 2, sigma, size=len(maps))
-        return m
-
-    env.target.measure = noisy
-    env.target.deterministic = False
-    return env
-
-
 def search_config(budget: int = 100, **confirm_keys) -> TrainConfig:
     """Random search, 10 maps a generation (the confirmation is the agent's base's)."""
     return TrainConfig(
@@ -160,7 +139,7 @@ def test_a_noisy_run_reserves_its_confirmation_and_reports_it(tmp_path):
     agent = make_agent(env, search_config(budget=100, top=3, repeats=4), tmp_path)
     agent.run()
     assert agent.confirm_reserve == 16
-    assert agent.iterations == 100  # 84 for the search, 16 for (3 + 1) maps x 4 rounds
+    assert agent.ledger.iterations == 100  # 84 for the search, 16 for (3 + 1) maps x 4 rounds
     search_rows, last = agent.rows[:-1], agent.rows[-1]
     assert search_rows[-1]["iterations"] == 84 == search_rows[-1]["paid_maps"]
     assert last["paid_maps"] == 84  # read again: board runs, not new maps
@@ -171,7 +150,7 @@ def test_a_noisy_run_reserves_its_confirmation_and_reports_it(tmp_path):
     assert len(found.candidates) == 3 and len(found.baseline_readings_s) == 4
     assert 0 < found.noise_cv < 0.2
     saved = json.loads(RunDir(tmp_path).best_map.read_text())["confirmed"]
-    assert saved["speedup"] == found.best.speedup and saved["readings"] == 16
+    assert saved["speedup"] == found.best.speedup and saved["board_runs"] == 16
     assert len(saved["candidates"][0]["readings_s"]) == 4
 
 
@@ -181,9 +160,9 @@ def test_a_run_that_confirmed_is_complete_though_whole_rounds_left_board_runs(tm
     env = noisy_env()
     cfg = search_config(budget=60, top=4, repeats=5)
     agent = make_agent(env, cfg, tmp_path)
-    agent.record.add = _keep_two(agent.record.add)
+    agent.ledger.archive.add = _keep_two(agent.ledger.archive.add)
     agent.run()
-    assert len(agent.confirmation.candidates) == 2 and agent.iterations == 59
+    assert len(agent.confirmation.candidates) == 2 and agent.ledger.iterations == 59
     run = Run(
         tmp_path,
         "random",
@@ -201,7 +180,7 @@ def test_a_run_that_confirmed_is_complete_though_whole_rounds_left_board_runs(tm
     assert run.confirmed and run.complete
     assert not replace(run, last_row={"confirmed_speedup": "nan"}).complete
     again = make_agent(noisy_env(seed=1), cfg, tmp_path)
-    assert again.resume() and again.done  # nothing more to search
+    assert again.resume() and again.ledger.done  # nothing more to search
 
 
 def _keep_two(add):
@@ -226,7 +205,7 @@ def test_a_finished_noisy_run_resumed_does_not_confirm_again(tmp_path):
     assert again.resume() and again.confirmation is not None
     before = again.confirmation.best.speedup
     again.run()
-    assert again.iterations == 60 and again.confirmation.best.speedup == before
+    assert again.ledger.iterations == 60 and again.confirmation.best.speedup == before
 
 
 def test_more_budget_after_a_confirmation_searches_then_confirms_again(tmp_path):
@@ -234,15 +213,48 @@ def test_more_budget_after_a_confirmation_searches_then_confirms_again(tmp_path)
     longer = make_agent(noisy_env(seed=1), search_config(budget=90, top=2, repeats=3), tmp_path)
     assert longer.resume()
     longer.run()
-    assert longer.iterations == 90
+    assert longer.ledger.iterations == 90
+
+
+def test_best_mapping_json_says_the_confirmed_answer_at_its_top_level(tmp_path):
+    env = noisy_env()
+    agent = make_agent(env, search_config(budget=100, top=3, repeats=4), tmp_path)
+    agent.run()
+    saved = json.loads(RunDir(tmp_path).best_map.read_text())
+    found, reading = agent.confirmation.best, agent.ledger.best
+    assert saved["mapping"] == env.mapping_to_dict(found.mapping)
+    assert (saved["speedup"], saved["speedup_low"], saved["speedup_high"]) == (
+        found.speedup,
+        found.low,
+        found.high,
+    )
+    compiler_s = float(np.mean(agent.confirmation.baseline_readings_s))
+    assert saved["latency_s"] == pytest.approx(compiler_s / found.speedup)
+    assert saved["reward"] is None and saved["iteration"] is None
+    # the best single reading keeps its own key, and overstates its map
+    best = saved["best_reading"]
+    assert best["mapping"] == env.mapping_to_dict(reading.mapping)
+    assert (best["speedup"], best["iteration"]) == (reading.speedup, reading.iteration)
+    assert saved["confirmed"]["mapping"] == saved["mapping"]
+
+
+def test_best_mapping_json_of_a_deterministic_run_is_its_best_reading(tmp_path):
+    env = make_env("nnpi", "resnet18")
+    agent = make_agent(env, search_config(budget=40), tmp_path)
+    agent.run()
+    saved = json.loads(RunDir(tmp_path).best_map.read_text())
+    best = agent.ledger.best
+    assert saved["mapping"] == env.mapping_to_dict(best.mapping)
+    assert (saved["speedup"], saved["iteration"]) == (best.speedup, best.iteration)
+    assert "best_reading" not in saved and "confirmed" not in saved
+    assert list(saved)[:6] == ["agent", "workload", "speedup", "latency_s", "reward", "iteration"]
 
 
 def test_a_deterministic_run_confirms_nothing():
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    agent = make_agent(make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0), search_config(budget=40))
+    agent = make_agent(small_env(), search_config(budget=40))
     agent.run()
     assert agent.confirm_reserve == 0 and agent.confirmation is None
-    assert "confirmed_speedup" not in agent.columns and agent.iterations == 40
+    assert "confirmed_speedup" not in agent.columns and agent.ledger.iterations == 40
 
 
 def test_a_budget_the_confirmation_would_eat_is_refused():

@@ -6,10 +6,8 @@ settings it was saved with."""
 from __future__ import annotations
 
 import copy
-import csv
 import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,20 +15,18 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Data
 
-from egrl import make_env
 from egrl.agents import train_config
-from egrl.agents.egrl.agent import TIMING_COLUMNS, EGRLAgent
+from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
 from egrl.agents.egrl.sac import SACConfig, SACDiscrete
 from egrl.config import TrainConfig
 from egrl.replay import ReplayBuffer
 from egrl.validation import ConfigError
 from policies import TwinQCritic
-from tests.nnpi_workloads import residual
+from tests.helpers import read_metrics, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-KIB = 1024
 F, N, CHOICES = 5, 6, [3, 2]
 EDGES = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
 POLICY = dict(hidden=16, out=16, depth=2, heads=2)
@@ -126,12 +122,9 @@ def test_bad_sizes_are_refused():
 
 
 # ------------------------------------------------------------------ whole runs
-def small_env():
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    return make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0)
-
-
-def small_config(budget: int = 70, **learner_keys) -> TrainConfig:
+def sizes_config(budget: int = 70, **learner_keys) -> TrainConfig:
+    """EGRL on :func:`small_env`, seed 3: tiny policies, a population of 6, ``learner_keys``
+    set (the critic's sizes among them)."""
     return TrainConfig(
         seed=3,
         budget=budget,
@@ -147,14 +140,9 @@ def small_config(budget: int = 70, **learner_keys) -> TrainConfig:
     )
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
-        return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in csv.DictReader(f)]
-
-
 def test_null_sizes_give_the_run_of_the_policys_sizes(tmp_path):
     """The default, null typed out, and the policy's sizes typed out: the same run."""
-    default = small_config()
+    default = sizes_config()
     values = default.to_dict()
     values["learner"] |= {"critic_hidden": None, "critic_depth": None}
     typed = train_config(values)
@@ -162,13 +150,13 @@ def test_null_sizes_give_the_run_of_the_policys_sizes(tmp_path):
     sized = replace(default, agent=replace(default.agent, learner=learner))
     for name, cfg in (("default", default), ("null", typed), ("sized", sized)):
         EGRLAgent(small_env(), cfg, tmp_path / name).run()
-    reference = metrics(tmp_path / "default")
+    reference = read_metrics(tmp_path / "default")
     assert reference[-1]["critic_loss"] not in ("", "nan")  # the learner has learned
-    assert metrics(tmp_path / "null") == reference == metrics(tmp_path / "sized")
+    assert read_metrics(tmp_path / "null") == reference == read_metrics(tmp_path / "sized")
 
 
 def test_a_run_with_a_small_critic_resumes_as_if_never_stopped(tmp_path):
-    cfg = small_config(critic_hidden=8, critic_depth=1)
+    cfg = sizes_config(critic_hidden=8, critic_depth=1)
     reference = tmp_path / "reference"
     trainer = EGRLAgent(small_env(), cfg, reference)
     trainer.run()
@@ -179,9 +167,9 @@ def test_a_run_with_a_small_critic_resumes_as_if_never_stopped(tmp_path):
     killed = tmp_path / "killed"
     shutil.copytree(checkpoints[0], killed / "checkpoints" / checkpoints[0].name)
     resumed = EGRLAgent(small_env(), cfg, killed)
-    assert resumed.resume() and resumed.iterations < cfg.budget
+    assert resumed.resume() and resumed.ledger.iterations < cfg.budget
     resumed.run()
-    assert metrics(killed) == metrics(reference)
+    assert read_metrics(killed) == read_metrics(reference)
 
 
 # ------------------------------------------------------------------ resuming from the CLI

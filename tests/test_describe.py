@@ -15,9 +15,9 @@ from hwmodels.mcm import MCM
 from hwmodels.mcm.constraints import check
 from hwmodels.nnpi import LEVELS, NNPI
 from hwmodels.nnpi.params import DRAM, FS_PER_S
+from tests.helpers import MODELS, contract_workload
 from tests.mcm_workloads import figure2
 from tests.nnpi_workloads import random_dag
-from tests.test_hwmodel_contract import MODELS, workload
 
 
 def random_maps(target, batch: int, seed: int = 0) -> np.ndarray:
@@ -29,7 +29,7 @@ def random_maps(target, batch: int, seed: int = 0) -> np.ndarray:
 # ------------------------------------------------------------------ the contract
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_model_describes_a_batch(name):
-    target = MODELS[name]().bind(workload())
+    target = MODELS[name]().bind(contract_workload())
     names = target.description_names
     assert all(isinstance(n, str) for n in names) and len(set(names)) == len(names)
     maps = random_maps(target, 6)

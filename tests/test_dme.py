@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import workloads
-from tests.test_torch_import import TinyBlock
+from tests.helpers import ROOT, TinyBlock
 from workloads import WorkloadError
 from workloads.dme import DMEReport, eliminate_data_movement, verify
 from workloads.ir import Node, TensorInfo, Workload
@@ -150,9 +150,8 @@ def test_the_public_name_and_a_zoo_file_without_access_functions():
 def test_benchmark_writes_its_json_and_its_section(tmp_path):
     import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dme.py"
+    path = ROOT / "benchmarks" / "dme.py"
     spec = importlib.util.spec_from_file_location("dme_benchmark", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -52,7 +52,7 @@ def test_the_record_has_every_answered_map_and_the_game_return(env, tmp_path, on
     assert best["iteration"] == int(rec["iterations"][np.argmax(rec["game_return"])])
     actions = [ACTIONS.index(best["mapping"][u]["action"]) for u in env.unit_names]
     assert actions == agent.best_actions.tolist()
-    assert rec["latency_s"].min() == pytest.approx(agent.best.latency_s)
+    assert rec["latency_s"].min() == pytest.approx(agent.ledger.best.latency_s)
 
 
 def test_a_resumed_run_records_each_map_once(env, tmp_path, one_thread):

@@ -243,7 +243,6 @@ def test_optimum_is_solved_once_and_cached(tmp_path):
     assert again["resnet18"].speedup == first["resnet18"].speedup
 
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "workload=resnet18",  # one small workload instead of the preset's three
     "budget=24",

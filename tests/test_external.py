@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -16,13 +15,7 @@ import pytest
 import egrl
 import hwmodels
 from hwmodels.external import ExternalEvaluatorError, ExternalModel, ExternalTarget
-from workloads.ir import Node, TensorInfo, Workload
-
-ROOT = Path(__file__).resolve().parents[1]
-CHIP = str(ROOT / "examples" / "external_chip.py")
-PY = sys.executable
-#: small capacities so that the tiny workload below overflows them
-CHIP_ARGS = ["--sram-kib", "1", "--llc-kib", "8"]
+from tests.helpers import CHIP, CHIP_ARGS, PY, tiny_workload
 
 #: wraps the example chip; misbehaves as the environment variables say
 WRAPPER = """
@@ -57,18 +50,6 @@ time.sleep(120)
 """
 
 CRASH = "import sys; sys.stderr.write('segfault in the driver\\n'); sys.exit(3)"
-
-
-def tiny_workload() -> Workload:
-    """Four nodes: conv -> conv -> add (reads both) -> linear; weights 216 / 576 / 0 / 5120 B."""
-    a = (1, 8, 8, 8)
-    nodes = [
-        Node("c1", "conv", ["x"], [(1, 3, 8, 8)], a, weight_bytes=216, macs=13824),
-        Node("c2", "conv", ["c1"], [a], a, weight_bytes=576, macs=36864),
-        Node("add", "eltwise", ["c1", "c2"], [a, a], a, vector_ops=512),
-        Node("fc", "linear", ["add"], [a], (1, 10), weight_bytes=5120, macs=5120),
-    ]
-    return Workload("tiny", nodes, [TensorInfo("x", (1, 3, 8, 8), 192)])
 
 
 def script(tmp_path: Path, name: str, text: str) -> str:
@@ -568,7 +549,7 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
     )
     agent = make_agent(env, cfg, run_dir=tmp_path / "run")
     agent.run()
-    assert agent.iterations == 9 and agent.proposals == 3
+    assert agent.ledger.iterations == 9 and agent.ledger.proposals == 3
     # evaluations.csv counts board runs as metrics.csv does
     assert RunDir(tmp_path / "run").read_evaluations()["iterations"].tolist() == [3, 6, 9]
     read = sum(json.loads(line)[2] for line in log.read_text().splitlines())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import totals
 from workloads import TensorInfo, WorkloadError
 from workloads.fusion import fuse
 from workloads.rawgraph import RawOp
@@ -228,10 +229,6 @@ def test_all_constant_graph_is_empty():
 # --- op granularity -------------------------------------------------------------------
 
 
-def _totals(w) -> tuple[int, int, int]:
-    return int(w.macs.sum()), int(w.total_weight_bytes), int(sum(n.vector_ops for n in w.nodes))
-
-
 def test_op_granularity_keeps_every_compute_op_a_node():
     ops = [
         op("conv", "conv", ["x"], params={"w": 576, "b": 8}, macs=4608, groups=1),
@@ -246,7 +243,7 @@ def test_op_granularity_keeps_every_compute_op_a_node():
     assert [n.inputs for n in w.nodes] == [["x"], ["conv"], ["bn"], ["relu", "y"]]
     assert w.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
     assert [n.weight_bytes for n in w.nodes] == [584, 16, 0, 0]
-    assert _totals(w) == _totals(layer)
+    assert totals(w) == totals(layer)
     assert w.meta["fusion"]["granularity"] == "op"
     assert w.meta["fusion"]["internal_reads"] == 0
     assert "granularity" not in layer.meta["fusion"]  # the default leaves meta as it was
@@ -281,7 +278,7 @@ def test_op_granularity_still_folds_constants_weight_values_and_aliases():
     assert w.node_names == ["qk", "masked", "soft"]
     assert w.nodes[1].inputs == ["qk"]
     assert w.meta["fusion"]["folded"] == {"alias": 1, "const": 2, "weight_only": 1}
-    assert _totals(w) == _totals(layer)
+    assert totals(w) == totals(layer)
     assert w.meta["fusion"]["parameter_elements"] == layer.meta["fusion"]["parameter_elements"]
 
 

@@ -6,19 +6,12 @@ import pytest
 import torch
 
 import workloads
-from tests.test_onnx_import import CNN_PARAMS
-from tests.test_onnx_import import cnn as onnx_cnn
-from tests.test_torch_import import TinyBlock, TinyCNN
+from tests.helpers import CNN_PARAMS, TinyBlock, TinyCNN, onnx_cnn, totals
 from workloads import WorkloadError, from_onnx, from_torch
 
 
-def _totals(w: workloads.Workload) -> tuple[int, int, int]:
-    """Sums of MACs, weight bytes and vector ops: the same at every granularity."""
-    return int(w.macs.sum()), int(w.total_weight_bytes), int(w.vector_ops.sum())
-
-
 def _check_op_graph(layer: workloads.Workload, op: workloads.Workload) -> None:
-    assert _totals(op) == _totals(layer)
+    assert totals(op) == totals(layer)
     assert op.num_nodes > layer.num_nodes
     assert all(len(n.fused) == 1 for n in op.nodes)
     assert (op.edge_index[0] < op.edge_index[1]).all()

@@ -9,8 +9,7 @@ from gymnasium.utils.env_checker import check_env
 
 import egrl
 from egrl.gym_env import ENV_ID, FEATURE_BOUND, MappingEnv, RecordBest, make_gym_env
-from hwmodels.external import ExternalModel
-from tests.test_external import CHIP, CHIP_ARGS, PY, tiny_workload
+from tests.helpers import external_chip, tiny_workload
 from workloads.ir import Node, Workload
 
 #: the checker's warnings (unbounded spaces, odd dtypes) are errors here
@@ -20,13 +19,9 @@ CHECKED = "error::UserWarning"
 pytestmark = pytest.mark.slow
 
 
-def chip() -> ExternalModel:
-    return ExternalModel([PY, CHIP, *CHIP_ARGS])
-
-
 @pytest.fixture(scope="module")
 def problem() -> egrl.Env:
-    return egrl.make_env(chip(), tiny_workload())
+    return egrl.make_env(external_chip(), tiny_workload())
 
 
 @pytest.mark.filterwarnings(CHECKED)
@@ -35,7 +30,7 @@ def problem() -> egrl.Env:
 def test_check_env_passes(observe_edges, flat_actions):
     env = gym.make(
         ENV_ID,
-        hwmodel=chip(),
+        hwmodel=external_chip(),
         workload=tiny_workload(),
         observe_edges=observe_edges,
         flat_actions=flat_actions,
@@ -46,7 +41,7 @@ def test_check_env_passes(observe_edges, flat_actions):
 @pytest.mark.filterwarnings(CHECKED)
 def test_check_env_passes_without_edges_in_the_graph():
     lone = Workload("lone", [Node("fc", "linear", [], [], (1, 10), weight_bytes=640, macs=640)])
-    env = gym.make(ENV_ID, hwmodel=chip(), workload=lone, observe_edges=True).unwrapped
+    env = gym.make(ENV_ID, hwmodel=external_chip(), workload=lone, observe_edges=True).unwrapped
     assert env.observation_space["edge_index"].shape == (2, 0)
     check_env(env, skip_render_check=True)
 
@@ -87,7 +82,7 @@ def test_step_is_one_evaluation(problem):
 
 
 def test_make_gym_env_passes_env_options():
-    env = make_gym_env(chip(), tiny_workload(), invalid_reward_scale=2.0)
+    env = make_gym_env(external_chip(), tiny_workload(), invalid_reward_scale=2.0)
     env.reset()
     _, reward, _, _, info = env.step(np.full((4, 2), 2))
     assert reward == pytest.approx(-2.0 * info["reassigned_ratio"])

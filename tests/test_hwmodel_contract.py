@@ -10,9 +10,6 @@ says it wants them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -21,30 +18,7 @@ import hwmodels
 from egrl import make_env
 from egrl.env import Env
 from egrl.features import signed_log1p
-from hwmodels.external import ExternalModel
-from hwmodels.mcm import MCM
-from hwmodels.nnpi import NNPI
-from tests.nnpi_workloads import random_dag
-from tests.test_external import CHIP, CHIP_ARGS, PY
-
-ROOT = Path(__file__).resolve().parents[1]
-TOY = str(ROOT / "examples" / "toy_chip.py")
-
-#: one small, capacity-bound instance of every model (a new registered model must add one)
-MODELS: dict[str, Callable[[], hwmodels.HardwareModel]] = {
-    "nnpi": lambda: NNPI(llc_mib=8000 / 2**20, sram_mib=3000 / 2**20),
-    "external": lambda: ExternalModel([PY, CHIP, *CHIP_ARGS]),
-    "toy": lambda: hwmodels.make("toy", module=TOY, capacity_kib=[4, 1024]),
-    "mcm": lambda: MCM(num_chips=3, sram_mib=20000 / 2**20),
-    "mcm-sample": lambda: MCM(num_chips=3, sram_mib=20000 / 2**20, mode="sample"),
-    "banked": lambda: hwmodels.make("banked", num_banks=4, bank_kib=1),
-    "tpu-cmem": lambda: hwmodels.make("tpu-cmem", cmem_mib=8 / 1024),
-}
-
-
-def workload():
-    return random_dag(8, np.random.default_rng(11), max_bytes=4096)
-
+from tests.helpers import MODELS, TOY, contract_workload
 
 #: the external model runs a process per measurement
 SLOW = {"external"}
@@ -55,7 +29,7 @@ SLOW = {"external"}
     params=[pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(MODELS)],
 )
 def env(request) -> Env:
-    return make_env(MODELS[request.param](), workload())
+    return make_env(MODELS[request.param](), contract_workload())
 
 
 def maps_of(env: Env) -> np.ndarray:
@@ -157,8 +131,8 @@ def test_no_probabilities_mean_uniform_ones(env, request):
     maps = maps_of(env)
     # A fresh target for each call: a sampling compiler draws from its own seeded generator.
     model = MODELS[request.node.callspec.params["env"]]
-    none = make_env(model(), workload()).target.measure(maps)
-    target = make_env(model(), workload()).target
+    none = make_env(model(), contract_workload()).target.measure(maps)
+    target = make_env(model(), contract_workload()).target
     uniform = target.measure(maps, probs=target.uniform_probabilities(len(maps)))
     for field in ("rectified", "valid", "reassigned_ratio", "latency_s"):
         np.testing.assert_array_equal(getattr(none, field), getattr(uniform, field))

@@ -18,9 +18,16 @@ from egrl.agents.egrl.transfer import list_snapshots
 from egrl.checkpoint import load_state
 from egrl.rundir import POLICIES_DIR, RunDir
 from policies.snapshot import PolicyError, load_actor
+from tests.helpers import (
+    KIB,
+    assert_refused,
+    egrl_train,
+    greedy,
+    small_config,
+    small_env,
+    train_small_egrl,
+)
 from tests.nnpi_workloads import residual
-from tests.test_cli import assert_refused, egrl_train
-from tests.test_egrl_agent import KIB, small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -29,18 +36,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def trained(tmp_path_factory) -> Path:
     """A short EGRL run on the small workload, with policy snapshots and checkpoints."""
     run_dir = tmp_path_factory.mktemp("trained")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    EGRLAgent(
-        small_env(), replace(small_config(seed=1, budget=120), snapshot_every=1), run_dir
-    ).run()
-    torch.set_num_threads(threads)
+    train_small_egrl(run_dir, seed=1, budget=120)
     return run_dir
-
-
-def greedy(actor, graph) -> np.ndarray:
-    with torch.no_grad():
-        return actor.log_distribution(graph).argmax(dim=-1).cpu().numpy()
 
 
 def first_maps(trainer: EGRLAgent) -> np.ndarray:
@@ -61,7 +58,7 @@ def test_init_from_a_run_starts_from_its_newest_snapshot(trained):
     learner = greedy(tuned.portfolio.learners[0].actor, env.graph)
     np.testing.assert_array_equal(learner, greedy(load_actor(newest, "learner"), env.graph))
     tuned.run()
-    assert tuned.iterations == tuned.cfg.budget
+    assert tuned.ledger.iterations == tuned.cfg.budget
 
 
 def test_init_from_a_checkpoint_and_on_another_workload(trained):

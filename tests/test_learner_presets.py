@@ -3,14 +3,13 @@ learner, and it holds every key the default group holds."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from egrl.cli.build import train_config
+from tests.helpers import ROOT
 
-LEARNER = Path(__file__).resolve().parents[1] / "configs" / "learner"
+LEARNER = ROOT / "configs" / "learner"
 
 
 def keys(name: str) -> set[str]:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import csv
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from egrl.agents.egrl.agent import EGRLAgent, EntropyPlot
 from egrl.callbacks import BestMapFile, Callback, MetricsFile, ProgressBar, SpeedupPlot
-from tests.test_cli import egrl_train_in_process
-from tests.test_egrl_agent import small_config, small_env
+from tests.helpers import (
+    ROOT,
+    egrl_train,
+    egrl_train_in_process,
+    read_metrics,
+    small_config,
+    small_env,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -46,11 +48,6 @@ class Recorder(Callback):
         self.error = error
 
 
-def read_rows(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
 def test_the_run_loop_calls_its_callbacks(tmp_path):
     """Progress, metrics.csv and the outputs are callbacks; a user's own one hears of each
     snapshot and checkpoint the loop writes, then sees the generation's row, and the end."""
@@ -77,7 +74,7 @@ def test_the_run_loop_calls_its_callbacks(tmp_path):
         i = seen.calls.index(("generation", g))
         assert seen.calls[i - 2 : i] == [("snapshot", g), ("checkpoint", g)]
     assert seen.rows == trainer.rows == rows
-    assert len(read_rows(tmp_path / "run" / "metrics.csv")) == last
+    assert len(read_metrics(tmp_path / "run", drop=())) == last
 
 
 def test_a_failing_callback_stops_the_run_and_the_others_hear_of_it(tmp_path):
@@ -96,20 +93,9 @@ def test_a_failing_callback_stops_the_run_and_the_others_hear_of_it(tmp_path):
     assert not (tmp_path / "run" / "best_mapping.json").exists()
 
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["agent=sa", "workload=resnet18", "budget=30", "progress=false"]
-
-
-def egrl_train(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "egrl.cli.train", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+#: the tests' modules importable in egrl-train's process
+WITH_TESTS = {"PYTHONPATH": str(ROOT)}
 
 
 @pytest.mark.slow
@@ -118,13 +104,15 @@ def test_tensorboard_logger_writes_rows_config_and_figures(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run_dir = tmp_path / "run"
-    out = egrl_train(*SMALL, "logger=tensorboard", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    out = egrl_train(
+        *SMALL, "logger=tensorboard", f"hydra.run.dir={run_dir}", cwd=tmp_path, env=WITH_TESTS
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     events = EventAccumulator(
         str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "tensors": 0}
     )
     events.Reload()
-    rows = read_rows(run_dir / "metrics.csv")
+    rows = read_metrics(run_dir, drop=())
     curve = [(e.step, e.value) for e in events.Scalars("metrics/best_speedup")]
     assert curve == [(int(r["iterations"]), pytest.approx(float(r["best_speedup"]))) for r in rows]
     assert "metrics/t_evaluation" in events.Tags()["scalars"]
@@ -137,10 +125,12 @@ def test_tensorboard_logger_writes_rows_config_and_figures(tmp_path):
 def test_mlflow_logger_records_a_run_and_a_resume_continues_it(tmp_path):
     pytest.importorskip("mlflow")
     run_dir = tmp_path / "run"
-    out = egrl_train(*SMALL, "logger=mlflow", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    out = egrl_train(
+        *SMALL, "logger=mlflow", f"hydra.run.dir={run_dir}", cwd=tmp_path, env=WITH_TESTS
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     run_id = (run_dir / "mlflow_run_id").read_text().strip()
-    more = egrl_train(f"resume={run_dir}", "budget=50", cwd=tmp_path)
+    more = egrl_train(f"resume={run_dir}", "budget=50", cwd=tmp_path, env=WITH_TESTS)
     assert more.returncode == 0, more.stderr[-2000:]
     assert (run_dir / "mlflow_run_id").read_text().strip() == run_id
 
@@ -154,7 +144,7 @@ def test_mlflow_logger_records_a_run_and_a_resume_continues_it(tmp_path):
     assert run.info.run_id == run_id and run.info.status == "FINISHED"
     assert run.data.params["agent.name"] == "sa" and run.data.params["budget"] == "30"
     history = client.get_metric_history(run_id, "best_speedup")
-    rows = read_rows(run_dir / "metrics.csv")
+    rows = read_metrics(run_dir, drop=())
     assert int(rows[-1]["iterations"]) == 50
     assert [m.step for m in history] == [int(r["iterations"]) for r in rows]
     artifacts = {a.path for a in client.list_artifacts(run_id)}
@@ -175,22 +165,17 @@ def test_a_user_callback_from_the_command_line(tmp_path):
     run_dir = tmp_path / "run"
     spec = "logger.callbacks=[{_target_: mycallbacks.Count, path: count.txt}]"
     env_path = f"{tmp_path}{os.pathsep}{ROOT}"
-    out = subprocess.run(
-        [sys.executable, "-m", "egrl.cli.train", *SMALL, spec, f"hydra.run.dir={run_dir}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": env_path},
+    out = egrl_train(
+        *SMALL, spec, f"hydra.run.dir={run_dir}", cwd=tmp_path, env={"PYTHONPATH": env_path}
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    generations = len(read_rows(run_dir / "metrics.csv"))
+    generations = len(read_metrics(run_dir, drop=()))
     assert (tmp_path / "count.txt").read_text() == str(generations)
 
 
 @pytest.mark.slow
 def test_an_unknown_logger_is_refused_before_the_run(tmp_path):
-    out = egrl_train(*SMALL, "logger=bogus", cwd=tmp_path)
+    out = egrl_train(*SMALL, "logger=bogus", cwd=tmp_path, env=WITH_TESTS)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         "egrl-train: logger=bogus is invalid: expected one of csv, mlflow, tensorboard"

@@ -13,7 +13,7 @@ from egrl.agents.egrl.agent import EGRLAgent
 from egrl.config import AgentConfig, ConfirmConfig, TrainConfig
 from egrl.measure_cache import MeasureCache
 from hwmodels.base import Measurement
-from tests.test_egrl_agent import small_config, small_env
+from tests.helpers import small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -96,8 +96,8 @@ def test_the_budget_counts_paid_maps_and_the_replay_buffer_gets_every_proposal()
     env = small_env()
     trainer = EGRLAgent(env, small_config(budget=60, name="ea", use_learner=False))
     trainer.run()
-    assert trainer.iterations == 60 == env.num_evaluations
-    assert trainer.proposals == len(trainer.buffer) > 60
+    assert trainer.ledger.iterations == 60 == env.num_evaluations
+    assert trainer.ledger.proposals == len(trainer.buffer) > 60
     # Every map was paid once: the paid maps are the distinct maps of the buffer.
     held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
     assert len(np.unique(held, axis=0)) == 60
@@ -112,7 +112,7 @@ def test_a_noisy_target_answers_a_repeat_from_its_reading_and_reads_only_to_conf
     )
     trainer = EGRLAgent(env, cfg)
     trainer.run()
-    assert trainer.iterations == env.num_evaluations == 60 < trainer.proposals
+    assert trainer.ledger.iterations == env.num_evaluations == 60 < trainer.ledger.proposals
     held = trainer.buffer.actions[: len(trainer.buffer)].astype(np.int64)
     assert len(np.unique(held, axis=0)) == 60  # repeats were proposed, none paid again
 
@@ -133,7 +133,7 @@ def test_a_map_kept_on_a_noisy_target_is_read_again_and_answered_by_its_mean():
     trainer.run()
     maps = np.concatenate(sent)
     distinct = len(np.unique(maps, axis=0))
-    assert trainer.iterations == len(maps) == 60 and distinct < 60
+    assert trainer.ledger.iterations == len(maps) == 60 and distinct < 60
     assert trainer.ledger.paid_maps == distinct
 
 
@@ -168,9 +168,9 @@ def test_a_resumed_run_never_measures_a_map_measured_before_the_kill(tmp_path):
     measure = env.target.measure
     env.target.measure = lambda maps, probs=None: measured.append(maps.copy()) or measure(maps)
     after = EGRLAgent(env, replace(cfg, budget=120), tmp_path)
-    assert after.resume() and after.iterations == 40
+    assert after.resume() and after.ledger.iterations == 40
     after.run()
-    assert after.iterations == 120
+    assert after.ledger.iterations == 120
     new = np.concatenate(measured)
     assert len(new) == 80
     seen = {m.tobytes() for m in first}
@@ -190,9 +190,9 @@ def test_a_search_that_stops_proposing_new_maps_stops_and_says_so(tmp_path, capl
     )
     agent = make_agent(env, cfg, tmp_path)
     agent.run()
-    assert agent.iterations < 10_000 and agent.stop_reason is not None
+    assert agent.ledger.iterations < 10_000 and agent.stop_reason is not None
     assert "no new map in 3 generations" in agent.stop_reason
     assert "no new map" in caplog.text
     saved = json.loads((tmp_path / "best_mapping.json").read_text())
     assert saved["stopped_early"] == agent.stop_reason
-    assert saved["iterations"] == agent.iterations < saved["proposals"]
+    assert saved["iterations"] == agent.ledger.iterations < saved["proposals"]

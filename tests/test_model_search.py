@@ -16,8 +16,7 @@ from egrl.screening.base import Domain, Measured
 from egrl.screening.models import ForestModel
 from egrl.screening.screen import Screen, expected_improvement
 from egrl.validation import ConfigError
-from tests.test_cli import assert_refused, egrl_train_in_process
-from tests.test_time_limit import compose
+from tests.helpers import assert_refused, compose, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -96,8 +95,8 @@ def test_model_search_keeps_the_budget_and_the_seed(agent, screen):
     env = make_env("nnpi", "resnet18")
     run = make_agent(env, config(agent, 40, **screen))
     run.run()
-    assert run.iterations == 40 == env.num_evaluations
-    assert run.screen.active and len(run.screen) == 40
+    assert run.ledger.iterations == 40 == env.num_evaluations
+    assert run.ledger.screen.active and len(run.ledger.screen) == 40
     again = make_agent(make_env("nnpi", "resnet18"), config(agent, 40, **screen))
     again.run()
     assert [r["best_reward"] for r in again.rows] == [r["best_reward"] for r in run.rows]
@@ -127,8 +126,8 @@ def test_ea_pays_the_best_unseen_maps_its_population_visited_on_the_model():
 
     def record_generations():
         maps, kinds, probs = generations()
-        known = agent.screen.known(maps)
-        searches.append((maps, kinds, agent.screen.acquisition(maps), known))
+        known = agent.ledger.screen.known(maps)
+        searches.append((maps, kinds, agent.ledger.screen.acquisition(maps), known))
         return maps, kinds, probs
 
     def record_submit(maps, source, probs=None):
@@ -144,7 +143,7 @@ def test_ea_pays_the_best_unseen_maps_its_population_visited_on_the_model():
     assert list(kinds[:size]) == list(agent.population.kinds)
     paid = np.concatenate(paid)
     rows = np.array([np.flatnonzero((maps == m).all(axis=(1, 2)))[0] for m in paid])
-    assert len(set(agent.cache.keys(paid))) == len(rows) == size and not known[rows].any()
+    assert len(set(agent.ledger.cache.keys(paid))) == len(rows) == size and not known[rows].any()
     unpaid = np.ones(len(maps), dtype=bool)
     unpaid[rows] = False
     for row in np.flatnonzero(unpaid & ~known):  # a new map left unpaid ranks lower

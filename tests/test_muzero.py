@@ -16,7 +16,6 @@ import torch
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.muzero import (
     Encoder,
     EncoderSpec,
@@ -29,24 +28,23 @@ from egrl.agents.muzero.mcts import Expansion, LearnedModel
 from egrl.agents.muzero.networks import NumpyHeads
 from egrl.agents.muzero.replay import Replay, Trajectory, n_step_values
 from egrl.agents.tpu_game import return_bound
-from egrl.config import AgentConfig, TrainConfig
 from hwmodels.tpu import COPY, TPU, Game, Op, Program
 from hwmodels.tpu.search import brute_force
+from tests.helpers import (
+    KB,
+    MUZERO_SMALL,
+    ROOT,
+    filler,
+    muzero_config,
+    net_for,
+    params,
+    random_program,
+    read_metrics,
+    small_tpu_env,
+    tiny_program,
+    untimed,
+)
 from tests.nnpi_workloads import random_dag
-from tests.test_cli import ROOT, read_metrics
-from tests.test_tpu_game import KB, filler, params, random_program, tiny_program
-
-SMALL = dict(grid=8, window=16, profile_bins=16, supply_window=8, hidden=16, latent=8)
-
-
-def net_for(program: Program, zero_value: bool = False, seed: int = 0) -> tuple[MuZeroNet, Encoder]:
-    spec = EncoderSpec(grid=8, window=16, profile_bins=16, supply_window=8)
-    torch.manual_seed(seed)
-    net = MuZeroNet(spec.vector_size, spec.grid, hidden=16, latent=8)
-    if zero_value:  # leaf values 0: the search's values are the rewards it has seen
-        torch.nn.init.zeros_(net.value[-1].weight)
-        torch.nn.init.zeros_(net.value[-1].bias)
-    return net, Encoder(program, spec)
 
 
 class TrapModel:
@@ -196,31 +194,15 @@ def test_n_step_value_targets_and_replay_batches():
     assert small.positions == 4  # the oldest game went, the newest is kept whole
 
 
-def config(name: str, seed: int = 0, budget: int = 4, **options) -> TrainConfig:
-    return TrainConfig(
-        seed=seed,
-        budget=budget,
-        progress=False,
-        checkpoint_every=1,
-        agent=AgentConfig(name=name, options=options),
-    )
-
-
-def small_env(seed: int = 2):
-    return make_env(
-        TPU(cmem_mib=8 / 1024), random_dag(8, np.random.default_rng(seed), max_bytes=4096)
-    )
-
-
 @pytest.mark.parametrize(("dynamics", "parallel"), [("learned", 1), ("true", 1), ("learned", 2)])
 def test_every_self_play_game_is_paid_and_its_targets_are_visit_counts(
     dynamics, parallel, tmp_path, one_thread
 ):
-    env = small_env()
+    env = small_tpu_env()
     opts = dict(dynamics=dynamics, simulations=5, batch_size=8, parallel_games=parallel)
-    agent = make_agent(env, config("muzero", budget=3, **opts, **SMALL), tmp_path)
+    agent = make_agent(env, muzero_config("muzero", budget=3, **opts, **MUZERO_SMALL), tmp_path)
     best = agent.run()
-    assert agent.iterations == agent.games == 3 and env.num_evaluations <= 3
+    assert agent.ledger.iterations == agent.games == 3 and env.num_evaluations <= 3
     rows = read_metrics(tmp_path)
     # parallel games per generation, fewer where the budget has fewer left
     assert [int(r["games"]) for r in rows] == {1: [1, 2, 3], 2: [2, 3]}[parallel]
@@ -238,31 +220,27 @@ def test_every_self_play_game_is_paid_and_its_targets_are_visit_counts(
 
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_a_resumed_run_continues_exactly(parallel, tmp_path, one_thread):
-    opts = dict(simulations=4, batch_size=8, parallel_games=parallel, **SMALL)
-    whole = make_agent(small_env(), config("muzero", budget=4, **opts), tmp_path / "whole")
+    opts = dict(simulations=4, batch_size=8, parallel_games=parallel, **MUZERO_SMALL)
+    whole = make_agent(
+        small_tpu_env(), muzero_config("muzero", budget=4, **opts), tmp_path / "whole"
+    )
     whole.run()
-    first = make_agent(small_env(), config("muzero", budget=2, **opts), tmp_path / "cut")
+    first = make_agent(small_tpu_env(), muzero_config("muzero", budget=2, **opts), tmp_path / "cut")
     first.run()
-    again = make_agent(small_env(), config("muzero", budget=4, **opts), tmp_path / "cut")
+    again = make_agent(small_tpu_env(), muzero_config("muzero", budget=4, **opts), tmp_path / "cut")
     assert again.resume() and again.games == 2
     again.run()
     assert untimed(tmp_path / "cut") == untimed(tmp_path / "whole")
 
 
-def untimed(run_dir) -> list[dict]:
-    """metrics.csv rows without the wall-clock columns."""
-    timed = (*TIMING_COLUMNS, "moves_per_s")
-    return [{k: v for k, v in r.items() if k not in timed} for r in read_metrics(run_dir)]
-
-
 def test_bad_options_are_named(one_thread):
-    env = small_env()
+    env = small_tpu_env()
     with pytest.raises(ValueError, match="dynamics must be one of"):
-        make_agent(env, config("muzero", dynamics="perfect"))
+        make_agent(env, muzero_config("muzero", dynamics="perfect"))
     with pytest.raises(KeyError, match="no option"):
-        make_agent(env, config("muzero", simulation=3))
+        make_agent(env, muzero_config("muzero", simulation=3))
     with pytest.raises(ValueError, match="needs hwmodel=tpu-cmem"):
-        make_agent(make_env("nnpi", random_dag(5, np.random.default_rng(0))), config("es"))
+        make_agent(make_env("nnpi", random_dag(5, np.random.default_rng(0))), muzero_config("es"))
 
 
 def test_es_improves_over_random_legal_play(one_thread):
@@ -271,18 +249,18 @@ def test_es_improves_over_random_legal_play(one_thread):
     )
     results = {}
     for name, opts in (("es", dict(population=4)), ("random-legal", dict(batch=8))):
-        agent = make_agent(p_env, config(name, seed=0, budget=64, **opts))
+        agent = make_agent(p_env, muzero_config(name, seed=0, budget=64, **opts))
         agent.run()
-        assert agent.iterations == 64
+        assert agent.ledger.iterations == 64
         results[name] = agent.best_return / agent.bound
     assert results["es"] > results["random-legal"]
 
 
 def test_random_legal_games_are_legal_as_played(one_thread):
-    env = small_env()
-    agent = make_agent(env, config("random-legal", budget=6, batch=4))
+    env = small_tpu_env()
+    agent = make_agent(env, muzero_config("random-legal", budget=6, batch=4))
     agent.run()
-    assert agent.games == 6 and agent.iterations <= 6
+    assert agent.games == 6 and agent.ledger.iterations <= 6
     game = Game(agent.program)
     assert game.play(agent.best_actions, repair=False).ret == pytest.approx(agent.best_return)
 
@@ -312,8 +290,10 @@ def test_egrl_train_runs_the_game_agents(agent, tmp_path):
 
 
 def test_a_passed_deadline_stops_the_planner_inside_its_game(one_thread):
-    agent = make_agent(small_env(), config("muzero", budget=5, simulations=2, **SMALL))
+    agent = make_agent(
+        small_tpu_env(), muzero_config("muzero", budget=5, simulations=2, **MUZERO_SMALL)
+    )
     agent.deadline = time.perf_counter()
     agent.run()
-    assert agent.iterations == 0 and agent.games == 0
+    assert agent.ledger.iterations == 0 and agent.games == 0
     assert agent.stop_reason == "wall-clock deadline reached"

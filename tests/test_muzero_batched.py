@@ -27,9 +27,17 @@ from egrl.agents.muzero.mcts import Expansion, LearnedModel, masked_softmax, rep
 from egrl.agents.muzero.networks import NumpyHeads
 from egrl.agents.tpu_game import return_bound
 from hwmodels.tpu import Game, Program
-from tests.test_cli import assert_refused, egrl_train_in_process, read_metrics
-from tests.test_muzero import SMALL, config, net_for, small_env, untimed
-from tests.test_tpu_game import random_program
+from tests.helpers import (
+    MUZERO_SMALL,
+    assert_refused,
+    egrl_train_in_process,
+    muzero_config,
+    net_for,
+    random_program,
+    read_metrics,
+    small_tpu_env,
+    untimed,
+)
 
 DYNAMICS = ("learned", "true")
 ENCODER_SMALL = dict(grid=8, window=16, profile_bins=16, supply_window=8)
@@ -175,7 +183,7 @@ def test_batched_heads_and_softmax_match_the_one_sample_ones(one_thread):
 def test_games_encoded_together_are_encoded_as_one_by_one(spec):
     """Encoder.batch against Encoder.__call__, bit for bit: positions of random legal
     games of two programs, their starts and ends included."""
-    for p in (program(), small_env().target.program):
+    for p in (program(), small_tpu_env().target.program):
         rng = np.random.default_rng(1)
         games = [Game(p)]
         for _ in range(3):
@@ -205,8 +213,10 @@ class OneGameAgent(MuZeroAgent):
 
 
 def run_agent(cls, run_dir, budget: int = 4, **options) -> MuZeroAgent:
-    opts = dict(simulations=6, batch_size=8, updates_per_move=0.3, **SMALL)
-    agent = cls(small_env(), config("muzero", budget=budget, **{**opts, **options}), run_dir)
+    opts = dict(simulations=6, batch_size=8, updates_per_move=0.3, **MUZERO_SMALL)
+    agent = cls(
+        small_tpu_env(), muzero_config("muzero", budget=budget, **{**opts, **options}), run_dir
+    )
     agent.run()
     return agent
 
@@ -262,7 +272,7 @@ def test_games_searched_together_play_as_searched_one_by_one(
 def test_parallel_games_are_paid_stored_and_learnt_from_together(tmp_path, one_thread):
     agent = run_agent(MuZeroAgent, tmp_path, budget=6, parallel_games=3, simulations=5)
     rows = read_metrics(tmp_path)
-    assert [int(r["games"]) for r in rows] == [3, 6] and agent.iterations == 6
+    assert [int(r["games"]) for r in rows] == [3, 6] and agent.ledger.iterations == 6
     assert len(agent.replay.games) == 6
     moves = [len(g["actions"]) for g in agent.replay.games]
     assert int(rows[0]["moves"]) == sum(moves[:3]) and int(rows[1]["moves"]) == sum(moves[3:])
@@ -281,7 +291,9 @@ def test_parallel_games_are_paid_stored_and_learnt_from_together(tmp_path, one_t
 
 
 def test_games_the_deadline_cuts_are_neither_paid_nor_stored(one_thread):
-    agent = MuZeroAgent(small_env(), config("muzero", budget=9, simulations=2, **SMALL))
+    agent = MuZeroAgent(
+        small_tpu_env(), muzero_config("muzero", budget=9, simulations=2, **MUZERO_SMALL)
+    )
     agent.options = dataclasses.replace(agent.options, parallel_games=3)
     agent.parallel_games = 3
     calls = []
@@ -294,18 +306,21 @@ def test_games_the_deadline_cuts_are_neither_paid_nor_stored(one_thread):
 
     agent.past_deadline = past_deadline
     agent.run()
-    assert agent.iterations == agent.games == 0 and agent.train_steps == 0
+    assert agent.ledger.iterations == agent.games == 0 and agent.train_steps == 0
     assert not agent.replay.games and agent.generation == 1
     assert agent.rows[0]["moves"] == 15  # five moves of each game, played and dropped
 
 
 def test_auto_plays_as_many_games_as_the_replay_buffer_holds(one_thread):
-    env = small_env()
+    env = small_tpu_env()
     n = env.target.program.num_buffers
-    assert MuZeroAgent(env, config("muzero", **SMALL)).parallel_games == AUTO_PARALLEL_GAMES
-    small = MuZeroAgent(env, config("muzero", replay_size=3 * n + 1, **SMALL))
+    assert (
+        MuZeroAgent(env, muzero_config("muzero", **MUZERO_SMALL)).parallel_games
+        == AUTO_PARALLEL_GAMES
+    )
+    small = MuZeroAgent(env, muzero_config("muzero", replay_size=3 * n + 1, **MUZERO_SMALL))
     assert small.parallel_games == 3
-    tiny = MuZeroAgent(env, config("muzero", replay_size=n - 1, **SMALL))
+    tiny = MuZeroAgent(env, muzero_config("muzero", replay_size=n - 1, **MUZERO_SMALL))
     assert tiny.parallel_games == 1  # one game is always kept whole
 
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from egrl import make_env
 from egrl.agents import config_class, make_agent
 from egrl.config import ConfirmConfig, TrainConfig
-from tests.nnpi_workloads import residual
-from tests.test_confirm import KIB, noisy_env
+from tests.helpers import noisy_env, small_env
 
 
 def sa_config(budget: int = 120, reread: int = 5) -> TrainConfig:
@@ -30,28 +28,27 @@ def test_a_chain_that_stood_is_read_again_and_carries_the_mean(sa_on_noise):
     agent.step()  # the starts
     agent.reward[:] = [4.0, 1.5]  # chain 0 on a lucky reading
     agent.stood[:] = [5, 4]  # chain 0 has stood reread (5) x 1 reading moves
-    before = agent.iterations
-    agent.read_rewards = lambda maps, source: np.array([2.0] * len(maps))
+    before = agent.ledger.iterations
+    agent.ledger.read_rewards = lambda maps, source: np.array([2.0] * len(maps))
     agent._reread()
     assert agent.reward.tolist() == [3.0, 1.5]
     assert agent.readings.tolist() == [2, 1] and agent.stood.tolist() == [0, 4]
     agent.stood[:] = [9, 4]  # twice the readings: ten moves before the next one
     agent._reread()
-    assert agent.readings.tolist() == [2, 1] and agent.iterations == before
+    assert agent.readings.tolist() == [2, 1] and agent.ledger.iterations == before
 
 
 def test_re_readings_are_paid_and_the_budget_holds(sa_on_noise):
     agent = sa_on_noise
     agent.run()
     assert agent.rereads > 0
-    assert agent.iterations == 120 >= agent.ledger.paid_maps + agent.rereads
+    assert agent.ledger.iterations == 120 >= agent.ledger.paid_maps + agent.rereads
 
 
 def test_a_deterministic_target_is_never_read_again():
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
     rows = []
     for reread in (5, 0):
-        env = make_env("nnpi", w, reward="repaired", sram_mib=1.0, llc_mib=2.0)
+        env = small_env(reward="repaired")
         agent = make_agent(env, sa_config(reread=reread))
         agent.run()
         assert agent.rereads == 0
@@ -68,5 +65,5 @@ def test_a_fixed_budget_optimizer_plans_for_the_maps_the_search_may_pay_for():
     agent = config_class("nevergrad")(name="nevergrad", options={"batch": 4})
     cfg = TrainConfig(seed=0, budget=100, progress=False, agent=agent)
     noisy = make_agent(noisy_env(), cfg)
-    assert noisy.confirm_reserve == 20 and noisy.search_budget == 80
+    assert noisy.confirm_reserve == 20 and noisy.ledger.budget_maps == 80
     assert noisy.optimizer.budget == 80

@@ -5,58 +5,16 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
+from tests.helpers import CNN_PARAMS, onnx_cnn, onnx_init, onnx_model, onnx_vi
 from workloads import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from workloads.onnx_import import translate
 from workloads.onnx_ops import numel
 from workloads.onnx_pad import x_pad_before
 
-FLOAT = TensorProto.FLOAT
 
-
-# ----------------------------------------------------------------- model builders
-def _init(name: str, shape, dtype=np.float32, value=None) -> onnx.TensorProto:
-    """An initializer named ``name``: zeros of ``shape`` unless ``value`` is given."""
-    arr = np.zeros(shape, dtype=dtype) if value is None else np.asarray(value, dtype=dtype)
-    return numpy_helper.from_array(arr, name)
-
-
-def _model(nodes, inputs, outputs, inits=(), opset: int = 17) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _vi(name: str, shape, dtype=FLOAT) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, dtype, shape)
-
-
-def cnn() -> onnx.ModelProto:
-    """conv-bn-relu, conv-bn, residual add, relu, global pool, reshape, gemm (1x3x16x16)."""
-    n = helper.make_node
-    bn = ("scale", "bias", "mean", "var")
-    nodes = [
-        n("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        n("BatchNormalization", ["c1", *(f"bn1_{p}" for p in bn)], ["n1"], name="bn1"),
-        n("Relu", ["n1"], ["r1"], name="relu1"),
-        n("Conv", ["r1", "w2"], ["c2"], name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        n("BatchNormalization", ["c2", *(f"bn2_{p}" for p in bn)], ["n2"], name="bn2"),
-        n("Add", ["n2", "r1"], ["s"], name="residual"),
-        n("Relu", ["s"], ["r2"], name="relu2"),
-        n("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
-        n("Reshape", ["gap", "flat_shape"], ["flat"], name="flatten"),
-        n("Gemm", ["flat", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
-    ]
-    inits = [_init("w1", (8, 3, 3, 3)), _init("b1", (8,)), _init("w2", (8, 8, 3, 3))]
-    inits += [_init(f"bn{i}_{p}", (8,)) for i in (1, 2) for p in bn]
-    inits += [_init("flat_shape", (2,), np.int64, [1, -1]), _init("fc_w", (10, 8))]
-    inits += [_init("fc_b", (10,))]
-    return _model(nodes, [_vi("x", [1, 3, 16, 16])], [_vi("y", [1, 10])], inits)
-
-
-CNN_PARAMS = 8 * 3 * 9 + 8 + 8 * 8 * 9 + 2 * 2 * 8 + 10 * 8 + 10  # bn: scale and shift
-
-
+# ------------------------------------- model builders (onnx_cnn and the pieces: helpers)
 def transformer_block(seq: int = 8, d: int = 16, heads: int = 2) -> onnx.ModelProto:
     """Pre-norm self-attention block: LayerNorm, Q/K/V/O projections, softmax, residual."""
     n = helper.make_node
@@ -83,11 +41,13 @@ def transformer_block(seq: int = 8, d: int = 16, heads: int = 2) -> onnx.ModelPr
         n("Add", ["o0", "bo"], ["o1"], name="o_bias"),
         n("Add", ["o1", "x"], ["y"], name="residual"),
     ]
-    inits = [_init("ln_g", (d,)), _init("ln_b", (d,))]
-    inits += [_init(f"w{p}", (d, d)) for p in "qkvo"] + [_init(f"b{p}", (d,)) for p in "qkvo"]
-    inits += [_init("heads_shape", (4,), np.int64, [1, seq, heads, hd])]
-    inits += [_init("merge_shape", (3,), np.int64, [1, seq, d])]
-    return _model(nodes, [_vi("x", [1, seq, d])], [_vi("y", [1, seq, d])], inits)
+    inits = [onnx_init("ln_g", (d,)), onnx_init("ln_b", (d,))]
+    inits += [onnx_init(f"w{p}", (d, d)) for p in "qkvo"] + [
+        onnx_init(f"b{p}", (d,)) for p in "qkvo"
+    ]
+    inits += [onnx_init("heads_shape", (4,), np.int64, [1, seq, heads, hd])]
+    inits += [onnx_init("merge_shape", (3,), np.int64, [1, seq, d])]
+    return onnx_model(nodes, [onnx_vi("x", [1, seq, d])], [onnx_vi("y", [1, seq, d])], inits)
 
 
 def _by_name(raw):
@@ -100,7 +60,7 @@ def _all_params(raw) -> dict[str, int]:
 
 # ------------------------------------------------------------------ translation
 def test_cnn_kinds_costs_and_attrs():
-    raw = translate(cnn())
+    raw = translate(onnx_cnn())
     ops = _by_name(raw)
     kinds = [(op.name, op.kind) for op in raw.raw_ops]
     assert kinds == [
@@ -129,7 +89,7 @@ def test_cnn_kinds_costs_and_attrs():
 
 
 def test_parameters_are_weights_and_shape_initializers_are_constants():
-    raw = translate(cnn())
+    raw = translate(onnx_cnn())
     params = _all_params(raw)
     assert "flat_shape" not in params
     assert sum(params.values()) == CNN_PARAMS == raw.meta["parameters"]
@@ -161,16 +121,16 @@ def test_embedding_slice_and_tied_weights():
     n = helper.make_node
     nodes = [
         n("Gather", ["table", "ids"], ["emb"], name="embed"),
-        n("Constant", [], ["zero"], name="c0", value=_init("zero", (), np.int64, 0)),
+        n("Constant", [], ["zero"], name="c0", value=onnx_init("zero", (), np.int64, 0)),
         n("Gather", ["emb", "zero"], ["first"], name="pick", axis=1),
         n("Transpose", ["table"], ["table_t"], name="tie", perm=[1, 0]),
         n("MatMul", ["first", "table_t"], ["logits"], name="head"),
     ]
-    model = _model(
+    model = onnx_model(
         nodes,
-        [_vi("ids", [1, 8], TensorProto.INT64)],
-        [_vi("logits", [1, 100])],
-        [_init("table", (100, 16))],
+        [onnx_vi("ids", [1, 8], TensorProto.INT64)],
+        [onnx_vi("logits", [1, 100])],
+        [onnx_init("table", (100, 16))],
     )
     ops = _by_name(translate(model))
     assert ops["emb"].kind == "embedding" and ops["emb"].params == {"table": 1600}
@@ -195,7 +155,9 @@ def test_grouped_strided_conv_same_padding_and_pool_attrs():
             pads=[0, 1, 0, 1],
         ),
     ]
-    model = _model(nodes, [_vi("x", [2, 8, 15, 15])], [_vi("p", None)], [_init("w", (8, 1, 5, 5))])
+    model = onnx_model(
+        nodes, [onnx_vi("x", [2, 8, 15, 15])], [onnx_vi("p", None)], [onnx_init("w", (8, 1, 5, 5))]
+    )
     ops = _by_name(translate(model))
     assert ops["c"].output_shape == (2, 8, 8, 8)
     # SAME_UPPER, k=5, s=2, in=15: out 8, total pad (8-1)*2+5-15 = 4, 2 before
@@ -213,8 +175,11 @@ def test_split_gives_one_alias_per_output():
         n("Split", ["x", "sizes"], ["a", "b"], name="split", axis=1),
         n("Mul", ["a", "b"], ["y"], name="gate"),
     ]
-    model = _model(
-        nodes, [_vi("x", [1, 8, 4])], [_vi("y", None)], [_init("sizes", (2,), np.int64, [4, 4])]
+    model = onnx_model(
+        nodes,
+        [onnx_vi("x", [1, 8, 4])],
+        [onnx_vi("y", None)],
+        [onnx_init("sizes", (2,), np.int64, [4, 4])],
     )
     ops = _by_name(translate(model))
     assert [ops[o].kind for o in "ab"] == ["alias", "alias"]
@@ -233,13 +198,13 @@ def _qdq_conv(qtype: int) -> onnx.ModelProto:
         n("Conv", ["xd", "wd"], ["y"], name="conv", kernel_shape=[3, 3]),
     ]
     inits = [
-        _init("xs", (), value=0.1),
-        _init("xz", (), np_q, 0),
-        _init("wq", (4, 3, 3, 3), np_q),
-        _init("ws", (4,), value=[0.1] * 4),
-        _init("wz", (4,), np_q),
+        onnx_init("xs", (), value=0.1),
+        onnx_init("xz", (), np_q, 0),
+        onnx_init("wq", (4, 3, 3, 3), np_q),
+        onnx_init("ws", (4,), value=[0.1] * 4),
+        onnx_init("wz", (4,), np_q),
     ]
-    return _model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", None)], inits, opset=21)
+    return onnx_model(nodes, [onnx_vi("x", [1, 3, 8, 8])], [onnx_vi("y", None)], inits, opset=21)
 
 
 @pytest.mark.parametrize(("qtype", "nbytes"), [(TensorProto.INT8, 1), (TensorProto.INT16, 2)])
@@ -253,20 +218,20 @@ def test_quantized_model_element_size_and_weight_tracing(qtype, nbytes):
 
 
 def test_float_model_defaults_to_int8_and_explicit_dtype_wins():
-    assert translate(cnn()).dtype_bytes == 1
-    assert not translate(cnn()).meta["quantized"]
-    raw = translate(cnn(), dtype_bytes=4)
+    assert translate(onnx_cnn()).dtype_bytes == 1
+    assert not translate(onnx_cnn()).meta["quantized"]
+    raw = translate(onnx_cnn(), dtype_bytes=4)
     assert raw.dtype_bytes == 4 and raw.graph_inputs[0].nbytes == 4 * 3 * 16 * 16
 
 
 def test_constant_node_weight_is_a_parameter():
     n = helper.make_node
-    w = _init("w_value", (16, 4))
+    w = onnx_init("w_value", (16, 4))
     nodes = [
         n("Constant", [], ["w"], name="weight", value=w),
         n("MatMul", ["x", "w"], ["y"], name="fc"),
     ]
-    model = _model(nodes, [_vi("x", [1, 16])], [_vi("y", None)])
+    model = onnx_model(nodes, [onnx_vi("x", [1, 16])], [onnx_vi("y", None)])
     assert _by_name(translate(model))["y"].params == {"w": 64}
 
 
@@ -280,14 +245,14 @@ def test_static_operands_parameters_or_constants():
         n("Concat", ["cls", "masked"], ["tokens"], name="prepend_cls", axis=1),
     ]
     inits = [
-        _init("gamma", (16,)),
-        _init("lo", (), value=0.0),
-        _init("hi", (), value=6.0),
-        _init("mask", (1, 4, 16), np.bool_),
-        _init("fill", (), value=-1.0),
-        _init("cls", (1, 1, 16)),
+        onnx_init("gamma", (16,)),
+        onnx_init("lo", (), value=0.0),
+        onnx_init("hi", (), value=6.0),
+        onnx_init("mask", (1, 4, 16), np.bool_),
+        onnx_init("fill", (), value=-1.0),
+        onnx_init("cls", (1, 1, 16)),
     ]
-    model = _model(nodes, [_vi("x", [1, 4, 16])], [_vi("tokens", None)], inits)
+    model = onnx_model(nodes, [onnx_vi("x", [1, 4, 16])], [onnx_vi("tokens", None)], inits)
     ops = _by_name(translate(model))
     assert ops["scaled"].params == {"gamma": 16}
     assert ops["clipped"].params == {} and ops["clipped"].inputs == ["scaled"]
@@ -304,8 +269,8 @@ def test_conv_transpose_and_gemm_trans_a():
         n("Transpose", ["flat"], ["flat_t"], name="t", perm=[1, 0]),
         n("Gemm", ["flat_t", "fc_w"], ["y"], name="fc", transA=1),
     ]
-    inits = [_init("w", (4, 2, 2, 2)), _init("fc_w", (2 * 8 * 8, 5))]
-    model = _model(nodes, [_vi("x", [1, 4, 4, 4])], [_vi("y", None)], inits)
+    inits = [onnx_init("w", (4, 2, 2, 2)), onnx_init("fc_w", (2 * 8 * 8, 5))]
+    model = onnx_model(nodes, [onnx_vi("x", [1, 4, 4, 4])], [onnx_vi("y", None)], inits)
     ops = _by_name(translate(model))
     assert ops["up"].output_shape == (1, 2, 8, 8)
     assert ops["up"].macs == 4 * 4 * 4 * 2 * 2 * 2  # every input element x (M/g) x k x k
@@ -316,7 +281,9 @@ def test_conv_transpose_and_gemm_trans_a():
 @pytest.mark.parametrize("threshold", [0, 1024])
 def test_external_weight_data_is_not_needed(tmp_path, threshold):
     path = tmp_path / "external.onnx"
-    onnx.save(cnn(), path, save_as_external_data=True, location="w.bin", size_threshold=threshold)
+    onnx.save(
+        onnx_cnn(), path, save_as_external_data=True, location="w.bin", size_threshold=threshold
+    )
     if threshold:  # only w2 (2304 bytes) is external: drop it, its dims are enough
         (tmp_path / "w.bin").unlink()
     raw = translate(*_load(path))  # with threshold 0 the int64 reshape shape is external too
@@ -330,7 +297,9 @@ def _exporter_style_positions() -> onnx.ModelProto:
     n = helper.make_node
 
     def const(name, value):
-        return n("Constant", [], [name], value=_init(name + "_v", np.shape(value), np.int64, value))
+        return n(
+            "Constant", [], [name], value=onnx_init(name + "_v", np.shape(value), np.int64, value)
+        )
 
     ones = helper.make_tensor("one", TensorProto.INT64, [1], [1])
     nodes = [
@@ -346,8 +315,8 @@ def _exporter_style_positions() -> onnx.ModelProto:
         n("Gather", ["pos_table", "pos"], ["pe"], name="position_lookup"),
         n("Add", ["x", "pe"], ["y"], name="add_positions"),
     ]
-    inputs = [_vi("x", [1, 8, 16])]
-    return _model(nodes, inputs, [_vi("y", None)], [_init("pos_table", (32, 16))])
+    inputs = [onnx_vi("x", [1, 8, 16])]
+    return onnx_model(nodes, inputs, [onnx_vi("y", None)], [onnx_init("pos_table", (32, 16))])
 
 
 def test_integer_shape_arithmetic_is_folded_for_shape_inference():
@@ -366,11 +335,11 @@ def test_integer_shape_arithmetic_is_folded_for_shape_inference():
 
 
 def test_nodes_out_of_order_are_sorted():
-    shuffled = cnn()
+    shuffled = onnx_cnn()
     nodes = list(shuffled.graph.node)
     del shuffled.graph.node[:]
     shuffled.graph.node.extend(nodes[::-1])
-    ref = translate(cnn())
+    ref = translate(onnx_cnn())
     got = translate(shuffled)
     assert [op.name for op in got.raw_ops] == [op.name for op in ref.raw_ops]
     assert [op.macs for op in got.raw_ops] == [op.macs for op in ref.raw_ops]
@@ -384,7 +353,7 @@ def test_unsupported_operator_names_op_node_and_file(tmp_path):
         n("NonZero", ["r"], ["nz"], name="find_nonzero"),
     ]
     path = tmp_path / "unsupported.onnx"
-    onnx.save(_model(nodes, [_vi("x", [4])], [_vi("nz", None)]), path)
+    onnx.save(onnx_model(nodes, [onnx_vi("x", [4])], [onnx_vi("nz", None)]), path)
     with pytest.raises(UnsupportedOperatorError) as err:
         translate(*_load(path))
     msg = str(err.value)
@@ -395,7 +364,7 @@ def test_unsupported_operator_names_op_node_and_file(tmp_path):
 def test_custom_domain_operator_is_unsupported():
     node = helper.make_node("FusedConv", ["x"], ["y"], name="fc", domain="com.microsoft")
     with pytest.raises(UnsupportedOperatorError, match="com.microsoft.FusedConv"):
-        translate(_model([node], [_vi("x", [1, 4])], [_vi("y", None)]))
+        translate(onnx_model([node], [onnx_vi("x", [1, 4])], [onnx_vi("y", None)]))
 
 
 def _load(path):
@@ -405,7 +374,7 @@ def _load(path):
 
 
 def test_symbolic_batch_dimension_is_a_missing_shape(tmp_path):
-    model = cnn()
+    model = onnx_cnn()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     path = tmp_path / "dynamic.onnx"
     onnx.save(model, path)
@@ -422,9 +391,9 @@ def test_data_dependent_shape_is_a_missing_shape():
         n("Relu", ["x"], ["r"], name="relu"),
         n("Reshape", ["r", "target"], ["y"], name="reshape_by_input"),
     ]
-    inputs = [_vi("x", [2, 6]), _vi("target", [2], TensorProto.INT64)]
+    inputs = [onnx_vi("x", [2, 6]), onnx_vi("target", [2], TensorProto.INT64)]
     with pytest.raises(MissingShapeError) as err:
-        translate(_model(nodes, inputs, [_vi("y", None)]))
+        translate(onnx_model(nodes, inputs, [onnx_vi("y", None)]))
     assert "'y'" in str(err.value) and "reshape_by_input" in str(err.value)
 
 
@@ -435,7 +404,7 @@ def test_cycle_is_reported_with_its_nodes():
         n("Relu", ["a"], ["z"], name="relu"),
     ]
     with pytest.raises(WorkloadError, match="cycle") as err:
-        translate(_model(nodes, [_vi("x", [4])], [_vi("z", [4])]))
+        translate(onnx_model(nodes, [onnx_vi("x", [4])], [onnx_vi("z", [4])]))
     assert "'add'" in str(err.value) and "'relu'" in str(err.value)
 
 
@@ -446,7 +415,7 @@ def test_secondary_output_consumer_is_an_error():
         n("Cast", ["idx"], ["y"], name="use_indices", to=TensorProto.FLOAT),
     ]
     with pytest.raises(WorkloadError, match="secondary output"):
-        translate(_model(nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None)]))
+        translate(onnx_model(nodes, [onnx_vi("x", [1, 1, 4, 4])], [onnx_vi("y", None)]))
 
 
 # --------------------------------------------------------------------- end to end
@@ -454,7 +423,7 @@ def test_cnn_fuses_into_conv_conv_pool_linear(tmp_path):
     from workloads import from_onnx
 
     path = tmp_path / "tiny_cnn.onnx"
-    onnx.save(cnn(), path)
+    onnx.save(onnx_cnn(), path)
     w = from_onnx(path)
     assert w.name == "tiny_cnn" and w.meta["source"] == str(path)
     assert w.op_types == ["conv", "conv", "pool", "linear"]
@@ -479,7 +448,7 @@ def test_graph_of_views_only_is_empty():
 
     node = helper.make_node("Identity", ["x"], ["y"], name="noop")
     with pytest.raises(WorkloadError, match="empty"):
-        from_onnx(_model([node], [_vi("x", [1, 4])], [_vi("y", [1, 4])]))
+        from_onnx(onnx_model([node], [onnx_vi("x", [1, 4])], [onnx_vi("y", [1, 4])]))
 
 
 # ------------------------------------------------------------- Pad folding
@@ -510,8 +479,8 @@ def _padded(
         "Relu": [n("Relu", [src], ["y"], name="relu")],
         "Conv+Relu": [conv, n("Relu", [src], ["r"], name="relu")],
     }[reader]
-    inits, outputs = [_init("w", (8, 3, 3, 3))], [_vi("y", None)]
-    outputs += [_vi("r", None)] if reader == "Conv+Relu" else []
+    inits, outputs = [onnx_init("w", (8, 3, 3, 3))], [onnx_vi("y", None)]
+    outputs += [onnx_vi("r", None)] if reader == "Conv+Relu" else []
     opset, extra = 17, {}
     if pad_form == "attribute":
         opset, extra = 10, {"pads": list(pads), **({} if value is None else {"value": value})}
@@ -519,15 +488,15 @@ def _padded(
         nodes = [pad]
     else:
         ins = ["x", "pads"] + ([] if value is None else ["value"])
-        pads_value = _init("pads_v", (8,), np.int64, list(pads))
+        pads_value = onnx_init("pads_v", (8,), np.int64, list(pads))
         if pad_form == "constant":
             nodes = [n("Constant", [], ["pads"], name="pads_c", value=pads_value)]
         else:
-            nodes, inits = [], inits + [_init("pads", (8,), np.int64, list(pads))]
-        inits += [] if value is None else [_init("value", (), value=value)]
+            nodes, inits = [], inits + [onnx_init("pads", (8,), np.int64, list(pads))]
+        inits += [] if value is None else [onnx_init("value", (), value=value)]
         nodes.append(n("Pad", ins, ["xp"], name="pad", mode=mode))
     nodes = ([] if reader == "none" else nodes) + readers
-    return _model(nodes, [_vi("x", [1, 3, 8, 8])], outputs, inits, opset=opset)
+    return onnx_model(nodes, [onnx_vi("x", [1, 3, 8, 8])], outputs, inits, opset=opset)
 
 
 @pytest.mark.parametrize(
@@ -583,8 +552,13 @@ def test_channel_padding_stays_a_layout_node():
         n("Pad", ["x", "pads"], ["xp"], name="pad"),
         n("Conv", ["xp", "w"], ["y"], name="conv", kernel_shape=[3, 3]),
     ]
-    inits = [_init("pads", (8,), np.int64, [0, 1, 0, 0, 0, 0, 0, 0]), _init("w", (8, 4, 3, 3))]
-    ops = _by_name(translate(_model(nodes, [_vi("x", [1, 3, 8, 8])], [_vi("y", None)], inits)))
+    inits = [
+        onnx_init("pads", (8,), np.int64, [0, 1, 0, 0, 0, 0, 0, 0]),
+        onnx_init("w", (8, 4, 3, 3)),
+    ]
+    ops = _by_name(
+        translate(onnx_model(nodes, [onnx_vi("x", [1, 3, 8, 8])], [onnx_vi("y", None)], inits))
+    )
     assert ops["xp"].kind == "layout" and ops["y"].attrs["pad"] == 0
 
 

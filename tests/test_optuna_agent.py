@@ -11,11 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from egrl.agents import config_class, make_agent
+from egrl.agents import make_agent
 from egrl.checkpoint import CheckpointError
 from egrl.config import TrainConfig
-from tests.test_agents import read_metrics, small_env
-from tests.test_cli import assert_refused, egrl_train_in_process
+from tests.helpers import (
+    agent_config,
+    assert_refused,
+    egrl_train_in_process,
+    read_metrics,
+    small_env,
+)
 
 optuna = pytest.importorskip("optuna", minversion="4")
 
@@ -24,16 +29,8 @@ QUICK = ["tpe", "random", "qmc", "cmaes"]
 
 
 def config(sampler: str, seed: int = 5, budget: int = 120, **options) -> TrainConfig:
-    return TrainConfig(
-        seed=seed,
-        budget=budget,
-        progress=False,
-        checkpoint_every=2,
-        keep_checkpoints=1000,
-        agent=config_class("optuna")(
-            name="optuna", options={"batch": 8, "sampler": sampler, **options}
-        ),
-    )
+    """Optuna with ``sampler``, 8 maps a generation."""
+    return agent_config("optuna", seed, budget, sampler=sampler, **options)
 
 
 def stored(run_dir: Path) -> list:
@@ -57,7 +54,7 @@ def test_resume_from_the_storage_continues_as_the_uninterrupted_run(sampler, tmp
     env = small_env()
     agent = make_agent(env, config(sampler, budget=64), resumed)
     assert agent.resume()
-    start = agent.iterations
+    start = agent.ledger.iterations
     assert 0 < start < 64
     agent.run()
     assert read_metrics(resumed) == read_metrics(reference)
@@ -71,7 +68,7 @@ def test_the_storage_holds_every_trial_with_its_reward(tmp_path):
     agent = make_agent(small_env(), config("tpe", budget=60), tmp_path)
     best = agent.run()
     trials = stored(tmp_path)
-    assert len(trials) == agent.proposals >= 60
+    assert len(trials) == agent.ledger.proposals >= 60
     assert max(t.value for t in trials) == pytest.approx(best.reward)
     first = trials[0]
     assert set(first.params) == {f"{u}:{h}" for u in agent.env.unit_names for h in agent.env.heads}
@@ -97,7 +94,7 @@ def test_gp_sampler_runs_and_is_reproducible():
         agent = make_agent(small_env(), config("gp", budget=16, batch=4))
         agent.run()
         rows.append([(r["iterations"], r["best_reward"]) for r in agent.rows])
-        assert agent.iterations == 16
+        assert agent.ledger.iterations == 16
     assert rows[0] == rows[1]
 
 
@@ -107,7 +104,7 @@ def test_native_start_is_the_first_trial():
     agent.step()
     first = agent.study.get_trials()[0]
     np.testing.assert_array_equal(agent.decisions.mapping(first.params), env.baseline_mapping)
-    assert agent.best.speedup >= 1.0
+    assert agent.ledger.best.speedup >= 1.0
 
 
 def test_resume_without_the_storage_says_so(tmp_path):

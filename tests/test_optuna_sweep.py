@@ -4,7 +4,6 @@ the best trial, the study is in the sweep's SQLite file, and a stopped sweep res
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,19 +11,14 @@ import pytest
 import yaml
 
 from egrl.rundir import RunDir
-from tests.test_cli import assert_refused, egrl_train_in_process
+from tests.helpers import ROOT, assert_refused, egrl_train, egrl_train_in_process
 
 optuna = pytest.importorskip("optuna", minversion="4")
 
-PRESET = Path(__file__).resolve().parents[1] / "configs" / "hparams_search" / "egrl-optuna.yaml"
+PRESET = ROOT / "configs" / "hparams_search" / "egrl-optuna.yaml"
+#: egrl-train as ``python -c`` (the ``command`` of :func:`egrl_train`)
 TRAIN = [sys.executable, "-c", "from egrl.cli.train import main; main()"]
 SWEEP = ["hparams_search=egrl-optuna", "workload=resnet18"]
-
-
-def egrl_train(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*TRAIN, *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
-    )
 
 
 def study(sweep: Path):
@@ -97,7 +91,13 @@ def test_bad_sweeper_settings_are_refused_before_the_sweep(tmp_path, override, l
 def test_three_trial_sweep_reports_its_best_trial(tmp_path):
     sweep = tmp_path / "sweep"
     done = egrl_train(
-        tmp_path, *SWEEP, "budget=60", "hydra.sweeper.n_trials=3", f"hydra.sweep.dir={sweep}"
+        *SWEEP,
+        "budget=60",
+        "hydra.sweeper.n_trials=3",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        command=TRAIN,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Directions: ['maximize']" in done.stderr + done.stdout
@@ -127,7 +127,7 @@ def test_a_stopped_sweep_resumes_as_the_uninterrupted_one(tmp_path):
 
     def sweep(where: Path, n: int) -> None:
         args = (*SWEEP, "budget=40", f"hydra.sweeper.n_trials={n}", f"hydra.sweep.dir={where}")
-        done = egrl_train(tmp_path, *args)
+        done = egrl_train(*args, cwd=tmp_path, command=TRAIN, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
 
     sweep(whole, 3)
@@ -147,10 +147,12 @@ def test_a_stopped_sweep_resumes_as_the_uninterrupted_one(tmp_path):
 @pytest.mark.slow
 def test_bad_bound_of_a_search_space_is_refused_before_the_sweep(tmp_path):
     done = egrl_train(
-        tmp_path,
         *SWEEP,
         "budget=40",
         "population.size=int(interval(0, 40))",
+        cwd=tmp_path,
+        command=TRAIN,
+        timeout=600,
     )
     assert done.returncode == 2
     assert "population.size=0 is invalid" in done.stderr

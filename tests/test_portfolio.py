@@ -20,7 +20,7 @@ def _run(
         assert counts.sum() == 6
         for i, n in enumerate(counts):
             if n:
-                portfolio.record(i, rng.normal(means[i], 0.2, size=n))
+                portfolio.update(i, rng.normal(means[i], 0.2, size=n))
         totals += counts
     return totals
 
@@ -30,12 +30,12 @@ def test_one_learner_always_gets_every_rollout():
     rng = np.random.default_rng(0)
     for n in (0, 1, 7):
         assert portfolio.allocate(n, rng).tolist() == [n]
-        portfolio.record(0, np.ones(n))
+        portfolio.update(0, np.ones(n))
 
 
 def test_untried_learners_go_first():
     portfolio = LearnerPortfolio(["a", "b", "c"], ucb_c=1.0, window=5)
-    portfolio.record(1, [3.0])
+    portfolio.update(1, [3.0])
     counts = portfolio.allocate(2, np.random.default_rng(0))
     assert counts.tolist() == [1, 0, 1]
 
@@ -51,10 +51,10 @@ def test_the_better_learner_gets_more_and_both_are_explored():
 
 def test_the_window_forgets_old_results():
     portfolio = LearnerPortfolio(["a", "b"], ucb_c=0.0, window=3)
-    portfolio.record(0, [10.0, 10.0, 10.0])
-    portfolio.record(1, [5.0, 5.0, 5.0])
+    portfolio.update(0, [10.0, 10.0, 10.0])
+    portfolio.update(1, [5.0, 5.0, 5.0])
     assert portfolio.values().tolist() == [10.0, 5.0]
-    portfolio.record(0, [0.0, 0.0, 0.0])  # learner 0 got worse: its old rewards are gone
+    portfolio.update(0, [0.0, 0.0, 0.0])  # learner 0 got worse: its old rewards are gone
     assert portfolio.values().tolist() == [0.0, 5.0]
     assert portfolio.ucb_scores()[1] > portfolio.ucb_scores()[0]
     assert portfolio.visits.tolist() == [6, 3]
@@ -62,7 +62,7 @@ def test_the_window_forgets_old_results():
 
 def test_max_statistic():
     portfolio = LearnerPortfolio(["a"], window=4, statistic="max")
-    portfolio.record(0, [1.0, 3.0, 2.0])
+    portfolio.update(0, [1.0, 3.0, 2.0])
     assert portfolio.values().tolist() == [3.0]
 
 
@@ -90,6 +90,6 @@ def test_bad_settings_are_named(kwargs, message):
 def test_bad_records_are_named():
     portfolio = LearnerPortfolio(["a", "b"])
     with pytest.raises(IndexError, match="learner index 2"):
-        portfolio.record(2, [1.0])
+        portfolio.update(2, [1.0])
     with pytest.raises(ValueError, match="finite"):
-        portfolio.record(0, [np.inf])
+        portfolio.update(0, [np.inf])

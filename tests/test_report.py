@@ -44,14 +44,18 @@ class MutationAgent(SearchAgent):
         self.proposed: list[np.ndarray] = []
 
     def step(self) -> dict:
-        parent = self.best.mapping if self.best.mapping is not None else self.env.baseline_mapping
-        n = min(16, self.remaining)
+        parent = (
+            self.ledger.best.mapping
+            if self.ledger.best.mapping is not None
+            else self.env.baseline_mapping
+        )
+        n = min(16, self.ledger.remaining)
         kids = np.repeat(parent[None], n, axis=0)
         flip = self.rng.random(kids.shape) < 0.15
         kids = np.where(flip, self.env.random_mappings(n, self.rng), kids)
         kids[: n // 4] = self.env.random_mappings(n // 4, self.rng)
         self.proposed.append(kids)
-        self.evaluate(kids, "mutation" if self.generation % 2 else "other")
+        self.ledger.evaluate(kids, "mutation" if self.generation % 2 else "other")
         return {}
 
 
@@ -106,14 +110,14 @@ def test_load_run_reevaluates_every_map_in_order(runs):
         for i, m in enumerate(proposed)
     ]
     np.testing.assert_array_equal(run.iteration, np.cumsum(firsts))
-    assert run.iteration[-1] == BUDGET == agent.iterations
+    assert run.iteration[-1] == BUDGET == agent.ledger.iterations
     ev = agent.env.evaluate(proposed)
     np.testing.assert_allclose(run.speedup, ev.speedup)
     np.testing.assert_array_equal(run.valid, ev.valid)
     assert 0 < run.valid.sum() < BUDGET  # capacities bind: some maps are repaired
     assert run.num_reward_mismatches == 0
-    np.testing.assert_array_equal(run.best_mapping, agent.best.mapping)
-    assert run.best_speedup == pytest.approx(agent.best.speedup)
+    np.testing.assert_array_equal(run.best_mapping, agent.ledger.best.mapping)
+    assert run.best_speedup == pytest.approx(agent.ledger.best.speedup)
     assert sorted(run.source_names) == ["mutation", "other"]
     assert run.label == "dag / mutation / seed 0"
     assert len(run.rows) == agent.generation
@@ -180,7 +184,7 @@ def test_best_mapping_json_missing_falls_back_to_the_checkpoint(runs, tmp_path):
     shutil.copytree(runs[0][0], run_dir)
     (run_dir / "best_mapping.json").unlink()
     run = load_artifacts(run_dir)
-    np.testing.assert_array_equal(run.best_mapping, runs[0][1].best.mapping)
+    np.testing.assert_array_equal(run.best_mapping, runs[0][1].ledger.best.mapping)
 
 
 def test_checkpoint_of_another_workload_is_an_error(runs, tmp_path):

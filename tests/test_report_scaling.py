@@ -80,14 +80,14 @@ class BoundaryAgent(SearchAgent):
     """Moves units across the chip boundaries of the compiler's map (valid on mcm)."""
 
     def step(self) -> dict:
-        n = min(16, self.remaining)
+        n = min(16, self.ledger.remaining)
         base = self.env.baseline_mapping
         kids = np.repeat(base[None], n, axis=0)
         boundaries = np.flatnonzero(base[:-1, 0] != base[1:, 0])  # unit i + 1 starts a chip
         for kid in kids:
             for i in self.rng.choice(boundaries, size=2, replace=False):
                 kid[i + 1, 0] = kid[i, 0]  # it joins the chip before
-        self.evaluate(kids, "boundary")
+        self.ledger.evaluate(kids, "boundary")
         return {}
 
 

@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from egrl.agents.egrl.agent import EGRLAgent
 from egrl.rundir import RunDir, is_checkpoint, is_run_dir
 from egrl.runs import load_run
-from tests.test_egrl_agent import small_config, small_env
+from tests.helpers import train_small_egrl
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, EGRLAgent]:
     """A short EGRL run on the small workload, with policy snapshots and checkpoints."""
     run_dir = tmp_path_factory.mktemp("trained")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    trainer = EGRLAgent(
-        small_env(), replace(small_config(seed=2, budget=80), snapshot_every=1), run_dir
-    )
-    trainer.run()
-    torch.set_num_threads(threads)
-    return run_dir, trainer
+    return run_dir, train_small_egrl(run_dir, seed=2, budget=80)
 
 
 def test_every_file_of_a_run_is_named(tmp_path):
@@ -107,25 +98,28 @@ def test_a_real_run_is_read_back(trained):
     assert [int(r["iterations"]) for r in rows] == [r["iterations"] for r in trainer.rows]
     # best map
     best = files.read_best_map()
-    assert best["speedup"] == trainer.best.speedup and best["iterations"] == trainer.iterations
+    assert (
+        best["speedup"] == trainer.ledger.best.speedup
+        and best["iterations"] == trainer.ledger.iterations
+    )
     # snapshots, one per generation, sorted
     snapshots = files.snapshots()
     assert snapshots == sorted(snapshots) and len(snapshots) == trainer.generation
     assert all(p.parent == files.policies and p.suffix == ".safetensors" for p in snapshots)
-    assert snapshots[-1] == files.snapshot(trainer.iterations)
+    assert snapshots[-1] == files.snapshot(trainer.ledger.iterations)
     # checkpoints: the newest is the last generation's
     newest = files.latest_checkpoint()
     assert newest == files.checkpoint(trainer.generation) and is_checkpoint(newest)
     assert files.list_checkpoints()[0] == newest
     path, state = files.load_latest_checkpoint()
-    assert path == newest and state["iterations"] == trainer.iterations
+    assert path == newest and state["iterations"] == trainer.ledger.iterations
     # the aggregation reader, once the run has a config
     files.write_config(
         {"agent": {"name": "egrl"}, "workload": {"name": "w"}, "seed": 2, "budget": 80}
     )
     run = load_run(run_dir)
     assert run.iterations.tolist() == [r["iterations"] for r in trainer.rows]
-    assert run.complete and run.final_speedup == pytest.approx(trainer.best.speedup)
+    assert run.complete and run.final_speedup == pytest.approx(trainer.ledger.best.speedup)
     files.config.unlink()
 
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
 
-from egrl import make_env
 from egrl.agents import make_agent
 from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.measure_cache import MeasureCache
@@ -18,14 +17,7 @@ from egrl.runtime.jobs import Job, TaskResult, run_task
 from egrl.validation import ConfigError
 from hwmodels.base import Measurement
 from hwmodels.external import ExternalEvaluatorError
-from tests.nnpi_workloads import residual
-
-KIB = 1024
-
-
-def small_env():
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
-    return make_env("nnpi", w, sram_mib=1.0, llc_mib=2.0)
+from tests.helpers import small_env
 
 
 def fake_measure(maps: np.ndarray, probs=None) -> Measurement:
@@ -193,32 +185,44 @@ def test_agent_submit_and_collect_keep_the_books_of_evaluate():
     rng = np.random.default_rng(0)
     batches = [sync.env.random_mappings(6, rng) for _ in range(3)]
     batches[2][:3] = batches[0][:3]  # repeats, answered by the cache
-    expected = [sync.evaluate(b, "x") for b in batches]
-    tickets = [split.submit(b, "x") for b in batches]
-    got = dict((t.id, ev) for t, ev in split.collect(block=True))
+    expected = [sync.ledger.evaluate(b, "x") for b in batches]
+    tickets = [split.ledger.submit(b, "x") for b in batches]
+    got = dict((t.id, ev) for t, ev in split.ledger.collect(block=True))
     assert [t.id for t in tickets] == sorted(got)
     for ticket, ev in zip(tickets, expected):
         np.testing.assert_array_equal(got[ticket.id].reward, ev.reward)
-    assert (split.iterations, split.proposals) == (sync.iterations, sync.proposals) == (15, 18)
-    assert split.best.speedup == sync.best.speedup and len(split.record) == len(sync.record)
+    assert (
+        (split.ledger.iterations, split.ledger.proposals)
+        == (sync.ledger.iterations, sync.ledger.proposals)
+        == (15, 18)
+    )
+    assert split.ledger.best.speedup == sync.ledger.best.speedup and len(
+        split.ledger.archive
+    ) == len(sync.ledger.archive)
 
 
 def test_agent_run_with_failing_evaluator_goes_on_and_counts_failed_maps():
     agent = random_agent(budget=16)
-    agent.use_runtime(LocalRuntime(FailingMeasure(set(range(1, 1000))), RuntimeConfig(retries=0)))
+    agent.ledger.use_runtime(
+        LocalRuntime(FailingMeasure(set(range(1, 1000))), RuntimeConfig(retries=0))
+    )
     best = agent.run()
     # the cache knows the compiler's map (measured at binding), and no failed map
-    assert agent.iterations == 16 and agent.failed_maps == 16 and len(agent.cache) == 1
+    assert (
+        agent.ledger.iterations == 16
+        and agent.ledger.failed_maps == 16
+        and len(agent.ledger.cache) == 1
+    )
     assert best.mapping is None and best.speedup == 0.0
-    assert len(agent.record) == 16 and np.all(agent.record.rewards[:16] == -1.0)
+    assert len(agent.ledger.archive) == 16 and np.all(agent.ledger.archive.rewards[:16] == -1.0)
 
 
 def test_changing_the_runtime_with_maps_in_flight_is_refused():
     agent = random_agent()
-    agent.use_runtime(ManualRuntime())
-    agent.submit(agent.env.random_mappings(2, np.random.default_rng(0)), "x")
+    agent.ledger.use_runtime(ManualRuntime())
+    agent.ledger.submit(agent.env.random_mappings(2, np.random.default_rng(0)), "x")
     with pytest.raises(RuntimeError, match="in flight"):
-        agent.use_runtime(LocalRuntime(agent.env.measure))
+        agent.ledger.use_runtime(LocalRuntime(agent.env.measure))
 
 
 # ------------------------------------------------------------------ config

@@ -10,17 +10,16 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PopulationConfig
 from egrl.config import AgentConfig, TrainConfig
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
+from tests.helpers import KIB, ROOT, deterministic_rows, small_env
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
 
@@ -29,9 +28,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.
 #: every test runs on the module's local Ray
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 CHIP = str(ROOT / "benchmarks" / "sleep_chip.py")
-KIB = 1024
 
 
 @pytest.fixture(scope="module")
@@ -67,27 +64,23 @@ def run_agent(env, cfg: TrainConfig, runtime_cfg: RuntimeConfig, hwmodel: str, p
     agent = make_agent(env, cfg)
     spec = TargetSpec(hwmodel, params, env.workload)
     with make_runtime(runtime_cfg, env, spec) as runtime:
-        agent.use_runtime(runtime)
+        agent.ledger.use_runtime(runtime)
         agent.run()
     return agent
 
 
-def deterministic_rows(agent) -> str:
-    """The metrics rows less their timings, as JSON (NaN compares equal to NaN there)."""
-    rows = [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in agent.rows]
-    return json.dumps(rows, sort_keys=True)
-
-
 def assert_same_run(a, b) -> None:
     assert deterministic_rows(a) == deterministic_rows(b)
-    assert (a.best.speedup, a.best.iteration) == (b.best.speedup, b.best.iteration)
-    np.testing.assert_array_equal(a.best.mapping, b.best.mapping)
+    assert (a.ledger.best.speedup, a.ledger.best.iteration) == (
+        b.ledger.best.speedup,
+        b.ledger.best.iteration,
+    )
+    np.testing.assert_array_equal(a.ledger.best.mapping, b.ledger.best.mapping)
 
 
 def egrl_runs(overlap, budget: int = 30) -> list:
     """The same EGRL run (seed 5) on the local runtime and on one Ray worker."""
-    params = {"sram_mib": 1.0, "llc_mib": 2.0}
-    w = residual(4, act_bytes=96 * KIB, weight_bytes=700 * KIB, macs=2_000_000)
+    params = {"sram_mib": 1.0, "llc_mib": 2.0}  # small_env's
     cfg = TrainConfig(
         seed=5,
         budget=budget,
@@ -100,30 +93,32 @@ def egrl_runs(overlap, budget: int = 30) -> list:
         ),
     )
     return [
-        run_agent(make_env("nnpi", w, **params), cfg, RuntimeConfig(name=n), "nnpi", params)
-        for n in ("local", "ray")
+        run_agent(small_env(), cfg, RuntimeConfig(name=n), "nnpi", params) for n in ("local", "ray")
     ]
 
 
 def test_one_ray_worker_gives_the_local_run(ray_session, one_thread):
     runs = egrl_runs(overlap=False)  # synchronous: the learner waits for every answer
     assert_same_run(*runs)
-    assert runs[1].iterations == 30 and runs[1].failed_maps == 0
+    assert runs[1].ledger.iterations == 30 and runs[1].ledger.failed_maps == 0
     assert runs[0].env.num_evaluations == runs[1].env.num_evaluations == 30
 
 
 def test_overlapped_egrl_on_ray_keeps_the_bookkeeping_exact(ray_session, one_thread):
     local, remote = egrl_runs(overlap="auto", budget=60)  # auto: overlaps on Ray only
     assert not local.overlap and remote.overlap
-    assert remote.iterations == 60 == remote.env.num_evaluations
-    assert remote.dispatcher.open == 0 and remote.failed_maps == 0
+    assert remote.ledger.iterations == 60 == remote.env.num_evaluations
+    assert remote.ledger.dispatcher.open == 0 and remote.ledger.failed_maps == 0
     # each generation past the burn-in made gradient_ratio updates per paid measurement
     steps = [r["gradient_steps"] for r in remote.rows]
     paid = np.diff([0] + [r["iterations"] for r in remote.rows])
     ratio = remote.cfg.agent.learner.gradient_ratio
     assert steps == [0 if s == 0 else round(p * ratio) for s, p in zip(steps, paid)]
     assert sum(steps) > 0
-    valid, latency = remote.env.check_maps(remote.best.mapping[None]), remote.best.latency_s
+    valid, latency = (
+        remote.env.check_maps(remote.ledger.best.mapping[None]),
+        remote.ledger.best.latency_s,
+    )
     assert remote.env.evaluate(valid).latency_s[0] == pytest.approx(latency)
 
 
@@ -138,11 +133,11 @@ def test_killed_actor_mid_generation_has_its_maps_resent(ray_session):
         before = list(runtime.pids)
         killer = threading.Timer(0.6, os.kill, (before[0], signal.SIGKILL))
         killer.start()
-        agent.use_runtime(runtime)
+        agent.ledger.use_runtime(runtime)
         agent.run()
         killer.join()
         assert runtime.pids[0] != before[0]  # replaced
-    assert agent.failed_maps == 0
+    assert agent.ledger.failed_maps == 0
     assert_same_run(agent, local)
 
 
@@ -154,8 +149,12 @@ def test_hanging_command_times_out_and_the_run_goes_on(ray_session):
     cfg = random_cfg(budget=6, batch=3)
     agent = run_agent(env, cfg, RuntimeConfig(name="ray", workers=2, retries=1), "external", params)
     # the cache knows the compiler's map (measured at binding), and no failed map
-    assert agent.iterations == 6 and agent.failed_maps == 6 and len(agent.cache) == 1
-    assert agent.best.mapping is None and np.all(agent.record.rewards[:6] == -1.0)
+    assert (
+        agent.ledger.iterations == 6
+        and agent.ledger.failed_maps == 6
+        and len(agent.ledger.cache) == 1
+    )
+    assert agent.ledger.best.mapping is None and np.all(agent.ledger.archive.rewards[:6] == -1.0)
 
 
 def test_task_past_runtime_timeout_replaces_its_actor(ray_session):
@@ -178,8 +177,8 @@ def test_command_failing_every_third_call_is_retried_to_the_local_answer(ray_ses
     runtime_cfg = RuntimeConfig(name="ray", workers=2, chunk_size=1, retries=4)
     agent = run_agent(env, cfg, runtime_cfg, "external", params)
     calls = int((tmp_path / "n").read_text())
-    assert calls >= 16 + 5, (calls, agent.iterations)  # a map per call, every third failed
-    assert agent.failed_maps == 0 and agent.iterations == 16
+    assert calls >= 16 + 5, (calls, agent.ledger.iterations)  # a map per call, every third failed
+    assert agent.ledger.failed_maps == 0 and agent.ledger.iterations == 16
     assert_same_run(agent, local)
 
 

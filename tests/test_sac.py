@@ -7,7 +7,6 @@ check the learner's mathematics and stay fast; one test builds the real Graph U-
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,10 +27,11 @@ from egrl.checkpoint import load_state, save_state
 from egrl.replay import ReplayBuffer
 from policies import GraphUNetActor, Policy, TwinQCritic
 from policies.categorical import choice_mask
+from tests.helpers import ROOT
 
 NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = ROOT / "configs"
 #: EGRL's learner (configs/learner/sac-paper.yaml): the tests of the loss math start from it
 PAPER = {
     "alpha": 0.05,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +10,7 @@ from omegaconf import OmegaConf
 
 from egrl import make_env
 from egrl.agents import make_agent, train_config
-from egrl.agents.base import METRIC_COLUMNS, SCREEN_TIMING_COLUMN, TIMING_COLUMNS
+from egrl.agents.base import METRIC_COLUMNS, TIMING_COLUMNS
 from egrl.cli.resume import with_screen_of_its_time
 from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
@@ -20,50 +18,16 @@ from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
 from egrl.validation import ConfigError
-from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
+from tests.helpers import (
+    assert_refused,
+    assert_resumes_identically,
+    egrl_train,
+    egrl_train_in_process,
+    read_metrics,
+    run_config,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-SKIP = set(TIMING_COLUMNS) | {SCREEN_TIMING_COLUMN}
-TINY_POLICY = {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    import csv
-
-    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
-        return [{k: v for k, v in r.items() if k not in SKIP} for r in csv.DictReader(f)]
-
-
-def run_config(agent: dict, budget: int, screen: dict, seed: int = 0, **keys):
-    """A small screening run: tiny policies, a population of 6, a checkpoint a generation."""
-    return train_config(
-        {
-            "seed": seed,
-            "budget": budget,
-            "progress": False,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 100,
-            "agent": agent,
-            "policy": TINY_POLICY,
-            "population": {"size": 6, "boltzmann_fraction": 0.34},
-            "learner": {"batch_size": 8, "burn_in": 8, "gradient_ratio": 1.0},
-            "screen": screen,
-            **keys,
-        }
-    )
-
-
-def assert_resumes_identically(reference: Path, resumed: Path, cfg, after: int) -> None:
-    """A run on resnet18 resumed from the middle checkpoint of ``reference`` (past
-    ``after`` paid maps, before the budget) writes the same ``metrics.csv``."""
-    ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
-    middle = ckpts[len(ckpts) // 2]
-    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
-    again = make_agent(make_env("nnpi", "resnet18"), cfg, resumed)
-    assert again.resume() and after < again.iterations < cfg.budget
-    again.run()
-    assert read_metrics(resumed) == read_metrics(reference)
 
 
 def config(agent: dict, budget: int, seed: int = 0, **screen):
@@ -237,7 +201,7 @@ def test_screening_runs_log_the_model_and_resume_identically(agent, budget, tmp_
     reference = tmp_path / "reference"
     run = make_agent(env, config(agent, budget), reference)
     run.run()
-    assert run.iterations == budget == env.num_evaluations
+    assert run.ledger.iterations == budget == env.num_evaluations
     rows = read_metrics(reference)
     assert set(SCREEN_COLUMNS) <= set(rows[0])
     # no model in the first generation; past the warmup the model ranks the paid maps
@@ -262,8 +226,8 @@ def test_every_screening_agent_respects_its_budget(agent):
     env = make_env("nnpi", "resnet18")
     run = make_agent(env, config(agent, 40, warmup=10), None)
     run.run()
-    assert run.iterations == 40 == env.num_evaluations
-    assert run.screen is not None and len(run.screen) == 40
+    assert run.ledger.iterations == 40 == env.num_evaluations
+    assert run.ledger.screen is not None and len(run.ledger.screen) == 40
     assert np.isfinite([r["screen_spearman"] for r in run.rows[-2:]]).any()
 
 
@@ -275,7 +239,7 @@ def test_agents_that_do_not_screen_refuse_a_screen():
 def test_without_screening_metrics_keep_their_columns():
     env = make_env("nnpi", "resnet18")
     run = make_agent(env, train_config({"agent": {"name": "random"}, "progress": False}))
-    assert run.screen is None and run.pool == 1
+    assert run.ledger.screen is None and run.ledger.pool == 1
     assert run.columns == METRIC_COLUMNS + TIMING_COLUMNS[1:]
 
 

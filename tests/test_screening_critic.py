@@ -17,10 +17,12 @@ from egrl.screening.critic import CriticModel, LearnerCritic
 from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman
 from egrl.validation import ConfigError
-from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
-from tests.test_screening import (
+from tests.helpers import (
     TINY_POLICY,
+    assert_refused,
     assert_resumes_identically,
+    egrl_train,
+    egrl_train_in_process,
     read_metrics,
     run_config,
 )
@@ -110,9 +112,11 @@ def test_critic_screened_runs_log_the_model_and_resume_identically(agent, budget
     env = make_env("nnpi", "resnet18")
     reference = tmp_path / "reference"
     run = make_agent(env, config(agent, budget), reference)
-    assert run.screen.critic is not None
+    assert run.ledger.screen.critic is not None
     run.run()
-    assert run.iterations == budget == env.num_evaluations and len(run.screen) == budget
+    assert (
+        run.ledger.iterations == budget == env.num_evaluations and len(run.ledger.screen) == budget
+    )
     rows = read_metrics(reference)
     assert set(SCREEN_COLUMNS) <= set(rows[0])
     quality = np.array([float(r["screen_spearman"]) for r in rows])

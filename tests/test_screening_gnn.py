@@ -15,7 +15,7 @@ from egrl.screening.gnn import GNNModel
 from egrl.screening.models import Domain, Ensemble, ForestModel, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, spearman, top_quarter
 from egrl.validation import ConfigError
-from tests.test_screening_transfer import earlier_run
+from tests.helpers import earlier_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -117,10 +117,10 @@ def test_a_random_search_screened_by_the_gnn_respects_its_budget():
     env = make_env("nnpi", "resnet18")
     run = make_agent(env, gnn_run(50))
     run.run()
-    assert run.iterations == 50 == env.num_evaluations
-    assert run.screen is not None and len(run.screen) == 50
-    assert isinstance(run.screen.model, GNNModel)
-    assert run.pool == 3
+    assert run.ledger.iterations == 50 == env.num_evaluations
+    assert run.ledger.screen is not None and len(run.ledger.screen) == 50
+    assert isinstance(run.ledger.screen.model, GNNModel)
+    assert run.ledger.pool == 3
     for column in SCREEN_COLUMNS:
         quality = np.array([r[column] for r in run.rows])
         assert np.isnan(quality[0]) and np.isfinite(quality[2:]).all()
@@ -162,8 +162,8 @@ def test_gnn_options_are_checked():
 def test_a_gnn_screen_starts_from_an_earlier_run_of_another_workload(tmp_path):
     earlier = earlier_run(tmp_path / "resnet18", "resnet18", budget=40)
     run = make_agent(make_env("nnpi", "resnet34"), gnn_run(30, warmup=0, init_from=[str(earlier)]))
-    assert [m.domain.name for m in run.screen.earlier] == ["resnet18"]
-    assert run.screen.refit() and run.screen.active  # fitted on resnet18 alone
+    assert [m.domain.name for m in run.ledger.screen.earlier] == ["resnet18"]
+    assert run.ledger.screen.refit() and run.ledger.screen.active  # fitted on resnet18 alone
     run.run()
-    assert run.iterations == 30
+    assert run.ledger.iterations == 30
     assert np.isfinite(float(run.rows[0]["screen_spearman"]))

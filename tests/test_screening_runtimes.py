@@ -5,20 +5,22 @@ with ``agent.start`` and with ``init_from``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.agents.base import SCREEN_TIMING_COLUMN, TIMING_COLUMNS
 from egrl.runtime import LocalRuntime, RuntimeConfig, TargetSpec
 from egrl.screening.screen import spearman
-from tests.test_screening import assert_resumes_identically, run_config
+from tests.helpers import (
+    assert_resumes_identically,
+    deterministic_rows,
+    one_torch_thread,
+    run_config,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,7 +45,7 @@ def run(cfg, runtime=None, run_dir: Path | None = None, env=None):
     env = env if env is not None else make_env("nnpi", WORKLOAD)
     agent = make_agent(env, cfg, run_dir)
     if runtime is not None:
-        agent.use_runtime(runtime)
+        agent.ledger.use_runtime(runtime)
     agent.run()
     return agent
 
@@ -54,21 +56,15 @@ def assert_screen_saw_the_paid_maps(agent) -> None:
     else but the compiler's map when the run proposed it (free: measured at binding); a
     model ranked some generation."""
     budget = agent.cfg.budget
-    assert agent.iterations == budget == agent.env.num_evaluations
-    assert agent.dispatcher.open == 0 and agent.failed_maps == 0
-    maps, rewards = agent.screen.training_data()
+    assert agent.ledger.iterations == budget == agent.env.num_evaluations
+    assert agent.ledger.dispatcher.open == 0 and agent.ledger.failed_maps == 0
+    maps, rewards = agent.ledger.screen.training_data()
     native = int((maps == agent.env.baseline_mapping).all(axis=(1, 2)).any())
-    assert len(rewards) == len(agent.screen) == budget + native
+    assert len(rewards) == len(agent.ledger.screen) == budget + native
     assert len(np.unique(maps.reshape(len(rewards), -1), axis=0)) == len(rewards)
-    assert agent.screen.known(maps).all()  # every one was paid: the cache remembers it
+    assert agent.ledger.screen.known(maps).all()  # every one was paid: the cache remembers it
     np.testing.assert_array_equal(rewards, agent.env.evaluate(maps).reward)
     assert np.isfinite([r["screen_spearman"] for r in agent.rows]).any()
-
-
-def deterministic_rows(agent) -> str:
-    """The metrics rows less their timings, as JSON (NaN compares equal to NaN there)."""
-    skip = set(TIMING_COLUMNS) | {SCREEN_TIMING_COLUMN}
-    return json.dumps([{k: v for k, v in r.items() if k not in skip} for r in agent.rows])
 
 
 # ---------------------------------------------------------------------- Ray
@@ -116,7 +112,7 @@ def test_screening_on_ray_gives_the_local_run(ray_pool, agent):
     assert_screen_saw_the_paid_maps(remote)
     local = run(config(agent, 40))
     assert deterministic_rows(remote) == deterministic_rows(local)
-    for a, b in zip(remote.screen.training_data(), local.screen.training_data()):
+    for a, b in zip(remote.ledger.screen.training_data(), local.ledger.screen.training_data()):
         np.testing.assert_array_equal(a, b)  # the same maps, observed in the same order
 
 
@@ -128,21 +124,21 @@ def test_with_overlap_the_screen_is_fitted_and_rated_on_whole_generations(ray_po
     (the critic's frozen copy), and is rated on exactly the generation's paid maps."""
     env = ray_pool.env = make_env("nnpi", WORKLOAD)
     agent = make_agent(env, config(EGRL, 50, screen=screen))
-    agent.use_runtime(ray_pool.runtime)
+    agent.ledger.use_runtime(ray_pool.runtime)
     assert agent.overlap  # auto: remote workers
-    scr, probe = agent.screen, env.random_mappings(8, np.random.default_rng(1))
+    scr, probe = agent.ledger.screen, env.random_mappings(8, np.random.default_rng(1))
     refit, take_metrics = scr.refit, scr.take_metrics
     seen: dict = {}
     rated = []
 
     def refit_at_start():
-        assert agent.dispatcher.open == 0 and len(scr) == agent.iterations
+        assert agent.ledger.dispatcher.open == 0 and len(scr) == agent.ledger.iterations
         out = refit()
         seen.update(count=len(scr), probe=scr.predict(probe))
         return out
 
     def metrics_at_end():
-        assert agent.dispatcher.open == 0 and len(scr) == agent.iterations
+        assert agent.ledger.dispatcher.open == 0 and len(scr) == agent.ledger.iterations
         np.testing.assert_array_equal(scr.predict(probe), seen["probe"])
         maps, rewards = scr.training_data()
         new = slice(seen["count"], None)
@@ -170,11 +166,11 @@ def test_a_map_the_runtime_could_not_measure_is_paid_but_not_shown_to_the_screen
         return env.measure(maps, probs)
 
     agent = make_agent(env, config(RANDOM, 40))
-    agent.use_runtime(LocalRuntime(flaky, RuntimeConfig(retries=1)))
+    agent.ledger.use_runtime(LocalRuntime(flaky, RuntimeConfig(retries=1)))
     agent.run()
-    assert agent.iterations == 40 and 0 < agent.failed_maps < 40
-    maps, rewards = agent.screen.training_data()
-    assert len(agent.screen) == 40 - agent.failed_maps
+    assert agent.ledger.iterations == 40 and 0 < agent.ledger.failed_maps < 40
+    maps, rewards = agent.ledger.screen.training_data()
+    assert len(agent.ledger.screen) == 40 - agent.ledger.failed_maps
     assert (maps[:, 0, 0] != 0).all()
     np.testing.assert_array_equal(rewards, env.evaluate(maps).reward)
 
@@ -186,7 +182,7 @@ def test_screening_runs_from_every_start(agent, start):
     run_ = run(config({**agent, "start": start}, 40))
     assert_screen_saw_the_paid_maps(run_)
     if start == "native":  # the start map is the compiler's (free), and the screen has it
-        maps, _ = run_.screen.training_data()
+        maps, _ = run_.ledger.screen.training_data()
         assert (maps == run_.env.baseline_mapping).all(axis=(1, 2)).any()
 
 
@@ -200,11 +196,8 @@ def test_random_search_has_no_start_to_set():
 def trained(tmp_path_factory) -> Path:
     """A short unscreened EGRL run with the tiny policies, with policy snapshots."""
     run_dir = tmp_path_factory.mktemp("trained")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    cfg = config(EGRL, 30, screen="none", snapshot_every=1)
-    run(cfg, run_dir=run_dir)
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        run(config(EGRL, 30, screen="none", snapshot_every=1), run_dir=run_dir)
     return run_dir
 
 

@@ -19,22 +19,9 @@ from egrl.screening.features import Featurizer, choice_shares
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import spearman
 from hwmodels.external import NNPI_HEADS
-from tests.test_cli import assert_refused, egrl_train, egrl_train_in_process
+from tests.helpers import CHIP, assert_refused, earlier_run, egrl_train, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def earlier_run(path: Path, workload: str, hwmodel: str = "nnpi", budget: int = 60) -> Path:
-    """A short random-search run written as egrl-train writes one (config, checkpoint)."""
-    cfg = {"seed": 0, "budget": budget, "progress": False, "agent": {"name": "random"}}
-    agent = make_agent(make_env(hwmodel, workload), train_config(cfg), run_dir=path)
-    agent.run()
-    agent.save_checkpoint()
-    full = {**cfg, "hwmodel": {"name": hwmodel, "params": {}}, "workload": {"name": workload}}
-    RunDir(path).write_config(full)
-    return path
 
 
 def test_choice_shares_are_the_same_columns_on_every_workload():
@@ -86,10 +73,12 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
     agent = {"name": "random", "batch": 10}
     cfg = train_config({"budget": 30, "progress": False, "agent": agent, "screen": screen})
     agent = make_agent(make_env("nnpi", "resnet34"), cfg)
-    assert [m.domain.name for m in agent.screen.earlier] == ["resnet18"]
-    assert agent.screen.refit() and agent.screen.active  # warmup 0: ranked from the start
+    assert [m.domain.name for m in agent.ledger.screen.earlier] == ["resnet18"]
+    assert (
+        agent.ledger.screen.refit() and agent.ledger.screen.active
+    )  # warmup 0: ranked from the start
     agent.run()
-    assert agent.iterations == 30
+    assert agent.ledger.iterations == 30
     assert np.isfinite(float(agent.rows[0]["screen_spearman"]))
 
     args = ["workload=resnet34", "budget=20", "agent=random", "screen=forest"]
@@ -114,7 +103,7 @@ def test_a_screen_fits_on_earlier_runs_and_refuses_bad_ones(tmp_path):
 
 def test_an_earlier_chip_run_is_read_without_its_chip(tmp_path):
     """The earlier run's chip is not asked anything: its command may be gone."""
-    chip = [sys.executable, str(ROOT / "examples" / "external_chip.py")]
+    chip = [sys.executable, CHIP]
     env = make_env("external", "resnet18", command=chip, deterministic=True)
     cfg = {"seed": 0, "budget": 12, "progress": False, "agent": {"name": "random"}}
     agent = make_agent(env, train_config(cfg), run_dir=tmp_path / "run")
@@ -142,7 +131,7 @@ def test_runs_read_differently_measured_the_same_chip():
 
 @pytest.mark.slow
 def test_an_external_chip_screens_with_the_nnpi_prior(tmp_path):
-    chip = f"[{sys.executable},{ROOT / 'examples' / 'external_chip.py'},--shared-bandwidth]"
+    chip = f"[{sys.executable},{CHIP},--shared-bandwidth]"
     out = egrl_train(
         "hwmodel=external",
         f"hwmodel.params.command={chip}",
@@ -177,7 +166,7 @@ def test_a_chip_data_file_teaches_a_screen_as_its_runs_do(tmp_path):
         agent = {"name": "random", "batch": 10}
         cfg = train_config({"budget": 30, "progress": False, "agent": agent, "screen": screen})
         run = make_agent(make_env("nnpi", "resnet50"), cfg)
-        assert [m.domain.name for m in run.screen.earlier] == ["resnet18", "resnet34"]
+        assert [m.domain.name for m in run.ledger.screen.earlier] == ["resnet18", "resnet34"]
         run.run()
         rows[name] = [(r["iterations"], r["best_reward"], r["screen_spearman"]) for r in run.rows]
     assert rows["file"] == rows["runs"]

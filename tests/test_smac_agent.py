@@ -13,41 +13,34 @@ import sys
 import numpy as np
 import pytest
 
-from egrl.agents import config_class, make_agent
-from egrl.config import TrainConfig
-from tests.test_agents import read_metrics, small_env
-from tests.test_cli import ROOT, assert_refused, egrl_train_in_process
+from egrl.agents import make_agent
+from tests.helpers import (
+    ROOT,
+    SMAC_BUDGET,
+    assert_refused,
+    egrl_train_in_process,
+    read_metrics,
+    smac_config,
+    small_env,
+)
 
-BUDGET = 40
 #: a run's asked maps, in order, printed as JSON by a fresh interpreter
 ASKED_MAPS = """
 import json
 from egrl.agents import make_agent
-from tests.test_agents import small_env
-from tests.test_smac_agent import config
-agent = make_agent(small_env(), config())
+from tests.helpers import small_env, smac_config
+agent = make_agent(small_env(), smac_config())
 agent.run()
 print(json.dumps([agent.decisions.mapping(c).tolist() for c in agent.smac.runhistory.get_configs()]))
 """
 
 
-def config(seed: int = 5, budget: int = BUDGET, **options) -> TrainConfig:
-    return TrainConfig(
-        seed=seed,
-        budget=budget,
-        progress=False,
-        checkpoint_every=2,
-        keep_checkpoints=1000,
-        agent=config_class("smac")(name="smac", options={"batch": 8, "n_initial": 4, **options}),
-    )
-
-
 def test_run_pays_its_budget_and_resumes_as_the_uninterrupted_run(tmp_path):
     pytest.importorskip("smac")
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
-    agent = make_agent(small_env(), config(), reference)
+    agent = make_agent(small_env(), smac_config(), reference)
     best = agent.run()
-    assert agent.iterations == BUDGET == agent.env.num_evaluations
+    assert agent.ledger.iterations == SMAC_BUDGET == agent.env.num_evaluations
     assert best.mapping is not None and best.speedup > 0
     assert list((reference / "smac3_output").rglob("runhistory.json"))
     ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
@@ -55,13 +48,13 @@ def test_run_pays_its_budget_and_resumes_as_the_uninterrupted_run(tmp_path):
     shutil.copytree(middle, resumed / "checkpoints" / middle.name)
 
     env = small_env()
-    again = make_agent(env, config(), resumed)
+    again = make_agent(env, smac_config(), resumed)
     assert again.resume()
-    start = again.iterations
-    assert 0 < start < BUDGET
+    start = again.ledger.iterations
+    assert 0 < start < SMAC_BUDGET
     again.run()
     assert read_metrics(resumed) == read_metrics(reference)
-    assert env.num_evaluations == BUDGET - start
+    assert env.num_evaluations == SMAC_BUDGET - start
 
 
 @pytest.mark.slow
@@ -76,24 +69,24 @@ def test_the_asked_maps_do_not_follow_the_string_hash_seed():
         )
         assert done.returncode == 0, done.stderr
         asked.append(json.loads(done.stdout))
-    assert len(asked[0]) == BUDGET
+    assert len(asked[0]) == SMAC_BUDGET
     assert asked[1] == asked[0] and asked[2] == asked[0]
 
 
 def test_native_start_is_the_first_configuration():
     pytest.importorskip("smac")
     env = small_env()
-    agent = make_agent(env, config(budget=8, start="native"))
+    agent = make_agent(env, smac_config(budget=8, start="native"))
     agent.step()
     first = agent.smac.runhistory.get_configs()[0]
     np.testing.assert_array_equal(agent.decisions.mapping(first), env.baseline_mapping)
-    assert agent.best.speedup >= 1.0
+    assert agent.ledger.best.speedup >= 1.0
 
 
 def test_without_smac_the_agent_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "smac", None)
     with pytest.raises(ImportError, match=r'pip install -e "\.\[smac\]"'):
-        make_agent(small_env(), config())
+        make_agent(small_env(), smac_config())
     run_dir = tmp_path / "run"
     out = egrl_train_in_process(
         "agent=smac", "workload=resnet18", "budget=10", f"hydra.run.dir={run_dir}", cwd=tmp_path

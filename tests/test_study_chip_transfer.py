@@ -16,10 +16,10 @@ import pytest
 
 from egrl.rundir import RunDir
 from studies import chip_transfer, render, runner
-from studies.runner import ROOT, hydra_quote
+from studies.runner import hydra_quote
+from tests.helpers import CHIP
 from tests.study_runs import write_run
 
-CHIP_SCRIPT = ROOT / "examples" / "external_chip.py"
 HEADS = {"weight": ["DRAM", "LLC", "SRAM"], "activation": ["DRAM", "LLC", "SRAM"]}
 #: host input 1000 B -> c1 (weight 8000 B, output 4000 B) -> fc (weight 40000 B, output 10 B)
 WORKLOAD = {
@@ -47,7 +47,7 @@ WORKLOAD = {
 
 
 def chip(*argv: str):
-    module = runpy.run_path(str(CHIP_SCRIPT))
+    module = runpy.run_path(CHIP)
     return module["Chip"](WORKLOAD, HEADS, module["parse_args"](list(argv)))
 
 
@@ -100,14 +100,14 @@ def test_llc_contention_slows_the_llc_as_it_fills():
     ],
 )
 def test_bad_chip_effects_are_named(argv, line, capsys):
-    module = runpy.run_path(str(CHIP_SCRIPT))
+    module = runpy.run_path(CHIP)
     with pytest.raises(SystemExit) as exit_:
         module["parse_args"](argv)
     assert exit_.value.code == 2 and line in capsys.readouterr().err
 
 
 def test_noise_is_reproducible_from_its_seed_and_state_yet_every_reading_differs(tmp_path):
-    module = runpy.run_path(str(CHIP_SCRIPT))
+    module = runpy.run_path(CHIP)
     request = {
         "protocol": "egrl-external/1",
         "request": "evaluate",
@@ -138,7 +138,7 @@ def test_shared_bandwidth_answers_the_protocol():
         "heads": HEADS,
         "maps": [[[1, 2], [1, 2]]],
     }
-    argv = [sys.executable, str(CHIP_SCRIPT), "--shared-bandwidth"]
+    argv = [sys.executable, CHIP, "--shared-bandwidth"]
     done = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True)
     answer = json.loads(done.stdout)
     assert done.returncode == 0 and answer["valid"] == [True]
@@ -224,7 +224,7 @@ def test_plan_pretrains_on_nnpi_then_fine_tunes_on_the_chip(tmp_path):
         "budget=40",
     )
     # the chip script is the plan's, relative to the repository root
-    command = shlex.join([sys.executable, str(CHIP_SCRIPT), "--shared-bandwidth"])
+    command = shlex.join([sys.executable, CHIP, "--shared-bandwidth"])
     command += " --sram-kib 2048 --tmacs 50"
     assert [s.path for s in scratch] == ["scratch/egrl/seed0", "scratch/egrl/seed1"]
     assert f"hwmodel.params.command={hydra_quote(command)}" in scratch[0].overrides

@@ -4,7 +4,6 @@ refuses a bad value before anything is made."""
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -19,8 +18,7 @@ from egrl.agents.random_search import RandomSearch
 from egrl.cli.train import run as train_run
 from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.validation import ConfigError
-from tests.test_muzero import SMALL, small_env
-from tests.test_muzero import config as muzero_config
+from tests.helpers import MUZERO_SMALL, compose, muzero_config, read_metrics, small_tpu_env
 
 GENERATION_S = 0.05
 LIMIT = 0.3
@@ -35,14 +33,6 @@ class SlowRandom(RandomSearch):
         return super().step()
 
 
-def compose(*overrides: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    with initialize_config_module("configs", version_base=None):
-        return hydra_compose("train", overrides=list(overrides))
-
-
 ARGS = (
     "agent=random",
     "agent.name=slow-random",
@@ -52,11 +42,6 @@ ARGS = (
     "checkpoint_every=2",
     "progress=false",
 )
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv", newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def stopped_early(run_dir: Path) -> str | None:
@@ -104,9 +89,9 @@ def test_egrl_train_refuses_a_bad_limit_before_any_directory(tmp_path):
 def test_a_run_stops_after_the_generation_that_passes_its_limit(tmp_path, one_thread):
     run_dir = tmp_path / "run"
     agent = train_run(compose(*ARGS, f"time_limit_s={LIMIT}"), run_dir)
-    rows = metrics(run_dir)
+    rows = read_metrics(run_dir, drop=())
     assert_stopped_at(rows, LIMIT)
-    assert len(rows) >= 2 and agent.iterations < 100000
+    assert len(rows) >= 2 and agent.ledger.iterations < 100000
     assert agent.stop_reason.startswith(f"{TIME_LIMIT_REACHED} (time_limit_s={LIMIT:g})")
     assert stopped_early(run_dir) == agent.stop_reason
     # the generation it stopped after is checkpointed, whatever checkpoint_every says
@@ -115,27 +100,29 @@ def test_a_run_stops_after_the_generation_that_passes_its_limit(tmp_path, one_th
 
 def test_no_limit_by_default(tmp_path, one_thread):
     agent = train_run(compose(*ARGS, "budget=20", "agent.name=random"), tmp_path / "run")
-    assert agent.iterations == 20 and agent.stop_reason is None
+    assert agent.ledger.iterations == 20 and agent.stop_reason is None
 
 
 def test_a_stopped_run_is_finished_and_a_raised_limit_goes_on(tmp_path, one_thread):
     run_dir = tmp_path / "run"
     args = (*ARGS, f"time_limit_s={LIMIT}", "continue_runs=true")
     train_run(compose(*args), run_dir)
-    first = metrics(run_dir)
+    first = read_metrics(run_dir, drop=())
 
     # continued (a re-launched sweep) or resumed as it is: it has no time left, adds nothing
     again = train_run(compose(*args), run_dir)
-    assert metrics(run_dir) == first and again.generation == len(first)
+    assert read_metrics(run_dir, drop=()) == first and again.generation == len(first)
     assert stopped_early(run_dir).startswith(TIME_LIMIT_REACHED)
     resumed = train_run(compose(*ARGS, f"resume={run_dir}"), run_dir)
-    assert metrics(run_dir) == first and resumed.stop_reason.startswith(TIME_LIMIT_REACHED)
+    assert read_metrics(run_dir, drop=()) == first and resumed.stop_reason.startswith(
+        TIME_LIMIT_REACHED
+    )
 
     # resumed with a higher limit: the same run goes on to it, with the time left
     more = train_run(
         compose(*ARGS, f"resume={run_dir}", "time_limit_s=0.6"), run_dir, ["time_limit_s"]
     )
-    rows = metrics(run_dir)
+    rows = read_metrics(run_dir, drop=())
     assert rows[: len(first)] == first and len(rows) > len(first)
     assert_stopped_at(rows, 0.6)
     assert more.stop_reason.startswith(f"{TIME_LIMIT_REACHED} (time_limit_s=0.6)")
@@ -147,34 +134,34 @@ def test_a_killed_run_resumes_with_the_time_it_had_left(tmp_path, one_thread):
 
     run_dir = tmp_path / "run"
     train_run(compose(*ARGS, f"time_limit_s={LIMIT}", "checkpoint_every=1"), run_dir)
-    full = metrics(run_dir)
+    full = read_metrics(run_dir, drop=())
     # a kill after the second generation: later checkpoints and the outputs missing
     for late in sorted((run_dir / "checkpoints").glob("gen_??????"))[2:]:
         shutil.rmtree(late)
     (run_dir / "best_mapping.json").unlink()
     train_run(compose(*ARGS, f"resume={run_dir}"), run_dir)
-    rows = metrics(run_dir)
+    rows = read_metrics(run_dir, drop=())
     assert rows[:2] == full[:2] and len(rows) > 2
     assert_stopped_at(rows, LIMIT)
     assert stopped_early(run_dir).startswith(TIME_LIMIT_REACHED)
 
 
 def test_the_planner_stops_inside_its_game(one_thread):
-    cfg = muzero_config("muzero", budget=5, simulations=2, **SMALL)
+    cfg = muzero_config("muzero", budget=5, simulations=2, **MUZERO_SMALL)
     cfg.time_limit_s = 1e-9  # reached before the first move
-    agent = make_agent(small_env(), cfg)
+    agent = make_agent(small_tpu_env(), cfg)
     agent.run()
-    assert agent.generation == 1 and agent.iterations == 0 and agent.games == 0
+    assert agent.generation == 1 and agent.ledger.iterations == 0 and agent.games == 0
     assert agent.stop_reason.startswith(TIME_LIMIT_REACHED)
 
 
 def test_a_study_deadline_still_stops_the_planner(one_thread):
     """``deadline`` (the TPU study's wall-clock budget) works as before beside the limit."""
-    cfg = muzero_config("muzero", budget=5, simulations=2, **SMALL)
-    agent = make_agent(small_env(), cfg)
+    cfg = muzero_config("muzero", budget=5, simulations=2, **MUZERO_SMALL)
+    agent = make_agent(small_tpu_env(), cfg)
     agent.deadline = time.perf_counter()
     agent.run()
-    assert agent.iterations == 0 and agent.stop_reason == "wall-clock deadline reached"
+    assert agent.ledger.iterations == 0 and agent.stop_reason == "wall-clock deadline reached"
 
 
 def test_the_python_api_takes_the_limit(one_thread):

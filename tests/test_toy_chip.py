@@ -18,11 +18,10 @@ import hwmodels
 from egrl import make_env
 from egrl.agents.options import check_start, start_mappings
 from egrl.cli.overrides import own_overrides
+from tests.helpers import ROOT, TINY, TOY, read_metrics
 from tests.nnpi_workloads import layer, random_dag
-from tests.test_cli import ROOT, TINY, read_metrics
 from workloads.ir import TensorInfo, Workload
 
-TOY = str(ROOT / "examples" / "toy_chip.py")
 BIG, LITTLE = 0, 1
 
 

@@ -17,8 +17,8 @@ import workloads
 from egrl import make_env
 from hwmodels.tpu import COPY, DROP, NOCOPY, TPU, Game, Program, TPUParams
 from hwmodels.tpu.plot import plot_layout
+from tests.helpers import ROOT, TINY, agent_config, read_metrics
 from tests.nnpi_workloads import layer, random_dag
-from tests.test_cli import ROOT, TINY, read_metrics
 from workloads.ir import TensorInfo, Workload
 
 TINY_CMEM = dict(cmem_mib=8 / 1024)
@@ -148,10 +148,9 @@ def test_egrl_train_runs_on_the_game(tmp_path):
 @pytest.mark.parametrize("name", ["random", "sa", "ga", "greedy-dp"])
 def test_search_agents_run_on_the_game_unchanged(name, tmp_path):
     from egrl.agents import make_agent
-    from tests.test_agents import config
 
     env = make_env(TPU(**TINY_CMEM), random_dag(6, np.random.default_rng(2), max_bytes=4096))
-    best = make_agent(env, config(name, budget=40), tmp_path).run()
+    best = make_agent(env, agent_config(name, budget=40), tmp_path).run()
     assert env.num_evaluations <= 40 and (tmp_path / "metrics.csv").is_file()
     if name in ("sa", "greedy-dp"):  # local searches from a valid start keep a valid map
         assert best.mapping is not None

@@ -21,12 +21,11 @@ from egrl.cli.transfer import main as transfer_main
 from egrl.config import TrainConfig
 from policies import GraphUNetActor
 from policies.snapshot import PolicyError, load_actor, read_snapshot, write_snapshot
+from tests.helpers import KIB, TINY_POLICY
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import random_dag, residual
 
-KIB = 1024
 HW = {"sram_mib": 1.0, "llc_mib": 2.0}
-TINY_POLICY = PolicyConfig(hidden=16, out=16, depth=2, heads=2)
 
 
 def source_workload():
@@ -59,7 +58,7 @@ def egrl_run(tmp_path_factory):
         checkpoint_every=100,
         snapshot_every=1,
         agent=EGRLConfig(
-            policy=TINY_POLICY,
+            policy=PolicyConfig(**TINY_POLICY),
             population=PopulationConfig(size=8, boltzmann_fraction=0.25),
             learner=LearnerConfig(batch_size=8, burn_in=16, gradient_ratio=1.0),
         ),
@@ -101,7 +100,7 @@ def test_snapshots_of_a_run_are_listed_with_their_metadata(egrl_run):
     run_dir, trainer = egrl_run
     snaps = list_snapshots(run_dir)
     assert [s.generation for s in snaps] == list(range(1, trainer.generation + 1))
-    assert snaps[-1].iterations == trainer.iterations == 50
+    assert snaps[-1].iterations == trainer.ledger.iterations == 50
     assert all(s.kinds == ("learner", "champion") for s in snaps)
     assert snaps[0].policy == {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
     assert snaps[0].in_dim == 19 and snaps[0].num_choices == (3, 3)
@@ -224,7 +223,7 @@ def small_pretrain_config(budget: int, **kw) -> PretrainConfig:
         snapshot_every=2,
         samples=2,
         progress=False,
-        policy=TINY_POLICY,
+        policy=PolicyConfig(**TINY_POLICY),
         learner=LearnerConfig(
             rollouts=2, clean_rollouts=1, batch_size=4, burn_in=8, gradient_ratio=1.0
         ),
@@ -241,10 +240,10 @@ def test_pretraining_respects_the_budget_over_all_workloads():
     trainer = MultiWorkloadPretrainer(envs, small_pretrain_config(budget=29))
     trainer.run()
     rows = trainer.rows
-    assert trainer.iterations == 29
+    assert trainer.ledger.iterations == 29
     assert sum(env.num_evaluations for env in envs.values()) == 29
     # Repeats answered from each workload's cache are replay transitions, not paid.
-    assert sum(len(b) for b in trainer.buffers.values()) == trainer.proposals >= 29
+    assert sum(len(b) for b in trainer.buffers.values()) == trainer.ledger.proposals >= 29
     # Each workload paid once for each distinct map of its own buffer.
     for name, env in envs.items():
         held = trainer.buffers[name].actions[: len(trainer.buffers[name])]
@@ -255,8 +254,8 @@ def test_pretraining_respects_the_budget_over_all_workloads():
     for name, env in trainer.envs.items():
         buffer = trainer.buffers[name]
         ev = env.evaluate(buffer.actions[: len(buffer)].astype(np.int64))
-        assert trainer.bests[name].speedup == pytest.approx(ev.speedup.max())
-        assert rows[-1][f"best_speedup[{name}]"] == trainer.bests[name].speedup
+        assert trainer.ledgers[name].best.speedup == pytest.approx(ev.speedup.max())
+        assert rows[-1][f"best_speedup[{name}]"] == trainer.ledgers[name].best.speedup
     again = MultiWorkloadPretrainer(two_envs(), small_pretrain_config(budget=29))
     again.run()
     # Same seed, same run (metrics equal up to wall-clock time; NaN before the burn-in).
@@ -284,7 +283,7 @@ def test_pretraining_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_
     stopped = MultiWorkloadPretrainer(two_envs(), cfg, tmp_path / "stopped")
     with pytest.raises(Crash):
         stopped.run(on_generation=crash_after_three)
-    assert 0 < stopped.iterations < cfg.budget
+    assert 0 < stopped.ledger.iterations < cfg.budget
     # ... continued by a fresh pretrainer built from its last checkpoint.
     resumed = MultiWorkloadPretrainer(two_envs(), cfg, tmp_path / "stopped")
     assert resumed.resume() and resumed.generation == 2
@@ -295,7 +294,7 @@ def test_pretraining_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_
         assert state.keys() == ref.keys()
         for key in state:
             np.testing.assert_equal(state[key], ref[key])
-        assert resumed.bests[name].speedup == reference.bests[name].speedup
+        assert resumed.ledgers[name].best.speedup == reference.ledgers[name].best.speedup
     for a, b in zip(resumed.learner.actor.parameters(), reference.learner.actor.parameters()):
         assert torch.equal(a, b)
     snaps = {s.path.name: s.path for s in list_snapshots(tmp_path / "reference")}

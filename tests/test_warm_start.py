@@ -11,14 +11,9 @@ from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.warm_start import imitate
 from egrl.config import TrainConfig
 from policies import GraphUNetActor, seeded_init
-from tests.test_egrl_agent import small_config, small_env
+from tests.helpers import greedy, small_config, small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def greedy(actor, graph) -> np.ndarray:
-    with torch.no_grad():
-        return actor.log_distribution(graph).argmax(dim=-1).numpy()
 
 
 @pytest.mark.parametrize("name", ["egrl", "ea"])
@@ -35,7 +30,7 @@ def test_native_start_never_leaves_the_champion_below_the_compiler(name):
     for i in pop.indices("gnn")[:2]:
         np.testing.assert_array_equal(greedy(pop.gnn(int(i)), trainer.graph), env.baseline_mapping)
     trainer.step()
-    assert trainer.best.speedup >= 1.0
+    assert trainer.ledger.best.speedup >= 1.0
     assert pop.fitness[pop.champion()[0]] >= 1.0  # reward = speedup ** 2
     trainer.step()  # evolution kept the seeded elite
     assert pop.fitness[pop.champion()[0]] >= 1.0
@@ -71,7 +66,7 @@ def test_imitate_reaches_the_map_and_reports_its_accuracy():
     )
     target = env.random_mappings(1, np.random.default_rng(0))[0]
     assert imitate(actor, env.graph, target, steps=0) < 1.0
-    assert imitate(actor, env.graph, target, steps=300) == 1.0
+    assert imitate(actor, env.graph, target, steps=1000) == 1.0
     np.testing.assert_array_equal(greedy(actor, env.graph), target)
 
 
@@ -89,7 +84,7 @@ def test_native_start_of_the_baselines_measures_the_compilers_map_first(name):
     )
     agent = make_agent(env, cfg)
     agent.step()
-    assert agent.best.speedup >= 1.0
+    assert agent.ledger.best.speedup >= 1.0
 
 
 def test_an_unknown_start_names_the_agent():

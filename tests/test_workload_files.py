@@ -6,11 +6,11 @@ import pytest
 from onnx import save as save_onnx
 
 import workloads
-from tests.test_onnx_import import cnn
+from tests.helpers import onnx_cnn
 
 
 def test_load_reads_onnx_and_saved_workloads(tmp_path):
-    save_onnx(cnn(), tmp_path / "net.onnx")
+    save_onnx(onnx_cnn(), tmp_path / "net.onnx")
     from_onnx = workloads.load(str(tmp_path / "net.onnx"))
     assert from_onnx.name == "net" and from_onnx.num_nodes > 0
     for name in ("net.json", "net.json.gz"):

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
@@ -20,9 +19,9 @@ from policies import seeded_init
 from policies.categorical import sample_maps
 from policies.graph_unet import GraphUNetActor
 from policies.snapshot import write_snapshot
+from tests.helpers import TINY_POLICY, compose, read_metrics
 
 WORKLOAD = "resnet18"
-SIZES = {"hidden": 16, "out": 16, "depth": 2, "heads": 2}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,7 +36,7 @@ def make_snapshot(path: Path, sharpen: float = 1.0, iterations: int = 10) -> Pat
     ``sharpen`` its logits are multiplied (a collapsed softmax for a large value)."""
     env = study_env()
     in_dim, choices = int(env.graph.x.shape[1]), [int(c) for c in env.num_choices]
-    actor = seeded_init(7, lambda: GraphUNetActor(in_dim, choices, **SIZES))
+    actor = seeded_init(7, lambda: GraphUNetActor(in_dim, choices, **TINY_POLICY))
     with torch.no_grad():
         for name, p in actor.named_parameters():
             if name.startswith("heads."):
@@ -48,7 +47,7 @@ def make_snapshot(path: Path, sharpen: float = 1.0, iterations: int = 10) -> Pat
         iterations=iterations,
         generation=1,
         workload=WORKLOAD,
-        sizes=SIZES,
+        sizes=TINY_POLICY,
         in_dim=in_dim,
         num_choices=choices,
     )
@@ -57,14 +56,6 @@ def make_snapshot(path: Path, sharpen: float = 1.0, iterations: int = 10) -> Pat
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory) -> Path:
     return make_snapshot(tmp_path_factory.mktemp("pre") / "policies" / "iter_000010.safetensors")
-
-
-def compose(*overrides: str, hydra: bool = False):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    with initialize_config_module("configs", version_base=None):
-        return hydra_compose("train", overrides=list(overrides), return_hydra_config=hydra)
 
 
 def zero_shot_args(policy: Path, *extra: str) -> list[str]:
@@ -77,11 +68,6 @@ def zero_shot_args(policy: Path, *extra: str) -> list[str]:
         "progress=false",
         *extra,
     ]
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv", newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def curve(rows: list[dict]) -> list[tuple[int, float]]:
@@ -109,18 +95,18 @@ def exhausted(tmp_path_factory):
 
 def test_first_map_is_greedy_then_the_first_distinct_sampled_maps(snapshot, sampled):
     agent, run_dir = sampled
-    assert agent.iterations == 30 and agent.stop_reason is None
-    rows = metrics(run_dir)
+    assert agent.ledger.iterations == 30 and agent.stop_reason is None
+    rows = read_metrics(run_dir, drop=())
     assert [int(r["iterations"]) for r in rows[:2]] == [1, 9]
     assert [int(r["draws"]) for r in rows[:2]] == [1, 9]
 
     # the first map measured is the policy's greedy map, its speedup the greedy_speedup
     env = study_env(seed=2)
-    actor = GraphUNetActor(int(env.graph.x.shape[1]), list(env.num_choices), **SIZES)
+    actor = GraphUNetActor(int(env.graph.x.shape[1]), list(env.num_choices), **TINY_POLICY)
     actor.load_state_dict(agent.actor.state_dict())
     with torch.no_grad():
         greedy = actor.eval()(env.graph.x, env.graph.edge_index).argmax(dim=-1).numpy()
-    assert np.array_equal(agent.record.actions[0], greedy)
+    assert np.array_equal(agent.ledger.archive.actions[0], greedy)
     greedy_speedup = float(env.evaluate(greedy[None]).speedup[0])
     assert {float(r["greedy_speedup"]) for r in rows} == {greedy_speedup}
     best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
@@ -133,7 +119,7 @@ def test_first_map_is_greedy_then_the_first_distinct_sampled_maps(snapshot, samp
     gen = torch.Generator(device="cpu").manual_seed(2)
     draws = [greedy] + [m for _ in range(5) for m in sample_maps(logits, 8, gen).numpy()]
     first = list(dict.fromkeys(np.asarray(m, np.int64).tobytes() for m in draws))[:30]
-    answered = agent.record.actions[: len(agent.record)].astype(np.int64)
+    answered = agent.ledger.archive.actions[: len(agent.ledger.archive)].astype(np.int64)
     assert set(first) == {m.tobytes() for m in answered}
 
 
@@ -149,7 +135,7 @@ def test_a_run_directory_gives_its_newest_snapshot_and_resumes_like_an_unbroken_
     ref_dir = tmp_path / "ref"
     ref = train_run(compose(*args), ref_dir)  # the newest by iterations, not by name
     assert ref.snapshot.path == pre / "policies" / "iter_000010.safetensors"
-    reference = metrics(ref_dir)
+    reference = read_metrics(ref_dir, drop=())
     assert len(reference) > 4
 
     # a kill after the third generation: later checkpoints and outputs missing
@@ -159,16 +145,16 @@ def test_a_run_directory_gives_its_newest_snapshot_and_resumes_like_an_unbroken_
         shutil.rmtree(late)
     (run_dir / "best_mapping.json").unlink()
     again = train_run(compose(*args, f"resume={run_dir}"), run_dir)
-    assert again.iterations == 25
+    assert again.ledger.iterations == 25
     strip = ("wall_s", "t_inference", "t_evaluation", "t_learner", "t_evolution")
-    assert [{k: v for k, v in r.items() if k not in strip} for r in metrics(run_dir)] == [
-        {k: v for k, v in r.items() if k not in strip} for r in reference
-    ]
+    assert [
+        {k: v for k, v in r.items() if k not in strip} for r in read_metrics(run_dir, drop=())
+    ] == [{k: v for k, v in r.items() if k not in strip} for r in reference]
 
 
 def test_a_policy_out_of_new_maps_stops_early(exhausted):
     agent, run_dir, _ = exhausted
-    assert agent.iterations < 20 and agent.draws == 40
+    assert agent.ledger.iterations < 20 and agent.draws == 40
     # every distinct map of the 40 draws (greedy, then batches of 5) was paid, once
     env = study_env()
     with torch.no_grad():
@@ -176,11 +162,13 @@ def test_a_policy_out_of_new_maps_stops_early(exhausted):
     gen = torch.Generator(device="cpu").manual_seed(0)
     draws = [logits.argmax(dim=-1).numpy()]
     draws += [m for n in [5] * 7 + [4] for m in sample_maps(logits, n, gen).numpy()]
-    assert len({np.asarray(m, np.int64).tobytes() for m in draws}) == agent.iterations
-    assert curve(metrics(run_dir))[-1][0] == agent.iterations
+    assert len({np.asarray(m, np.int64).tobytes() for m in draws}) == agent.ledger.iterations
+    assert curve(read_metrics(run_dir, drop=()))[-1][0] == agent.ledger.iterations
     assert agent.stop_reason.startswith("out of new maps")
     best = json.loads((run_dir / "best_mapping.json").read_text(encoding="utf-8"))
-    assert best["stopped_early"] == agent.stop_reason and best["iterations"] == agent.iterations
+    assert (
+        best["stopped_early"] == agent.stop_reason and best["iterations"] == agent.ledger.iterations
+    )
 
 
 def test_a_missing_policy_is_refused_before_the_run_directory():

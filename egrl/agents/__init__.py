@@ -118,7 +118,7 @@ def __getattr__(name: str) -> Any:
     """``Best`` and ``SearchAgent``, imported on first use: the registry itself imports no
     agent, so the modules below it (configs, the run directory) can import it freely."""
     if name in ("Best", "SearchAgent"):
-        from egrl.agents import base
+        from egrl.agents import base  # start-up time
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -136,7 +136,7 @@ class SimulatedAnnealing(SearchAgent):
             return self._start()
         temps, accepted = [], []
         for _ in range(self.options.steps):
-            if self.done:
+            if self.ledger.done:
                 break
             temps.append(self.temperature(self.moves_done))
             accepted.append(self._move(temps[-1]))
@@ -150,21 +150,25 @@ class SimulatedAnnealing(SearchAgent):
     def _move(self, temp: float) -> np.ndarray:
         """One proposal per chain, evaluated as one batch; returns bool ``[C']``: accepted
         (``C' < C`` when the budget cut the batch)."""
-        current = self.current if self.screen is None else np.repeat(self.current, self.pool, 0)
-        proposals = self.timer.measure(
-            "evolution",
-            neighbours,
-            current,
-            self.env.num_choices,
-            self.options.moves,
-            self.rng,
+        current = (
+            self.current
+            if self.ledger.screen is None
+            else np.repeat(self.current, self.ledger.pool, 0)
         )
-        if self.screen is not None:
-            pools = proposals.reshape(len(self.current), self.pool, *proposals.shape[1:])
+        with self.timer("evolution"):
+            proposals = neighbours(
+                current,
+                self.env.num_choices,
+                self.options.moves,
+                self.rng,
+            )
+        if self.ledger.screen is not None:
+            pools = proposals.reshape(len(self.current), self.ledger.pool, *proposals.shape[1:])
             if self.searching:
-                pools = self.timer.measure(SCREEN_PHASE, self._model_walk, pools[:, 0], temp)
-            proposals = pools[np.arange(len(pools)), self.choose(pools)]
-        ev = self.evaluate(proposals, "sa")
+                with self.timer(SCREEN_PHASE):
+                    pools = self._model_walk(pools[:, 0], temp)
+            proposals = pools[np.arange(len(pools)), self.ledger.choose(pools)]
+        ev = self.ledger.evaluate(proposals, "sa")
         k = len(ev)
         accept = metropolis(ev.reward - self.reward[:k], temp, self.rng)
         self.current[:k][accept] = proposals[:k][accept]
@@ -178,12 +182,12 @@ class SimulatedAnnealing(SearchAgent):
         """A noisy target: read again each chain's map (one that earned a speedup) that has
         stood ``confirm.reread`` moves per reading, and carry the mean of its readings."""
         every = self.cfg.confirm.reread
-        if self.env.deterministic or not every or self.done:
+        if self.env.deterministic or not every or self.ledger.done:
             return
         due = np.flatnonzero((self.stood >= every * self.readings) & (self.reward > 0))
         if not len(due):
             return
-        new = self.read_rewards(self.current[due], "sa-reread")
+        new = self.ledger.read_rewards(self.current[due], "sa-reread")
         due, self.rereads = due[: len(new)], self.rereads + len(new)
         read = due[np.isfinite(new)]
         n = self.readings[read]
@@ -199,11 +203,11 @@ class SimulatedAnnealing(SearchAgent):
         one per chain (:meth:`~egrl.screening.screen.Screen.choose`)."""
         steps = self.search_generations
         state = self.current.copy()
-        value = self.screen.value(state)
+        value = self.ledger.screen.value(state)
         visited = [first]
         for _ in range(steps - 1):
             proposal = neighbours(state, self.env.num_choices, self.options.moves, self.rng)
-            predicted = self.screen.value(proposal)
+            predicted = self.ledger.screen.value(proposal)
             accept = metropolis(predicted - value, temp, self.rng)
             state[accept], value[accept] = proposal[accept], predicted[accept]
             visited.append(proposal)
@@ -214,12 +218,12 @@ class SimulatedAnnealing(SearchAgent):
         o = self.options
         starts = start_mappings(self.env, self.start, o.chains, self.rng)
         unique, inverse = np.unique(starts, axis=0, return_inverse=True)
-        ev = self.evaluate(unique, "sa-start")
+        ev = self.ledger.evaluate(unique, "sa-start")
         self.current = starts
         self.reward = np.full(o.chains, -np.inf)
         known = inverse.reshape(-1) < len(ev)
         self.reward[known] = ev.reward[inverse.reshape(-1)[known]]
-        self.num_moves = max(1, math.ceil(self.remaining / o.chains))
+        self.num_moves = max(1, math.ceil(self.ledger.remaining / o.chains))
         return {"chain_mean_reward": float(self.reward.mean())}
 
     # ------------------------------------------------------------ checkpoints

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 
-class AskTellRecord:
+class AskTellHistory:
     """Candidates asked and values told, per generation.
 
     Args:

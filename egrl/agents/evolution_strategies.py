@@ -48,14 +48,14 @@ class EvolutionStrategies(GameAgent):
         self.es = LinearES(o.population, o.sigma, o.lr)
 
     def step(self) -> dict:
-        eps = self.timer.measure("evolution", self.es.ask, self.rng)
-        games = [
-            self.timer.measure("inference", linear_policy_play, self.program, theta)
-            for theta in self.es.policies(eps)
-        ]
+        with self.timer("evolution"):
+            eps = self.es.ask(self.rng)
+        with self.timer("inference"):
+            games = [linear_policy_play(self.program, theta) for theta in self.es.policies(eps)]
         returns = np.array([g.ret for g in games])
         self.pay(np.stack([g.actions for g in games]), returns, "es")
-        self.timer.measure("evolution", self.es.tell, eps, returns)
+        with self.timer("evolution"):
+            self.es.tell(eps, returns)
         return self.game_row(returns)
 
     def agent_state(self) -> dict:

@@ -132,14 +132,16 @@ class GeneticAlgorithm(SearchAgent):
             offspring = [Genome(m.reshape(-1)) for m in maps]
             todo = offspring
         elif self.searching:
-            todo = self.timer.measure(SCREEN_PHASE, self._model_generations)
+            with self.timer(SCREEN_PHASE):
+                todo = self._model_generations()
             offspring = self.population
         else:
-            offspring = self.timer.measure("evolution", self._offspring)
-            if self.screen is not None and self.pool > 1:
+            with self.timer("evolution"):
+                offspring = self._offspring()
+            if self.ledger.screen is not None and self.ledger.pool > 1:
                 offspring = self._screened(offspring)
             todo = [ind for ind in offspring if not ind.fitness.valid]
-        ev = self.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
+        ev = self.ledger.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
         for ind, reward in zip(todo, ev.reward):
             ind.fitness.values = (float(reward),)
             ind.measured = True
@@ -169,7 +171,7 @@ class GeneticAlgorithm(SearchAgent):
             bred += children
             self.population = offspring
         maps = np.array(bred, dtype=np.int64).reshape(-1, *self.shape)
-        picked = self.select(maps, self.options.population - self.options.elites)
+        picked = self.ledger.select(maps, self.options.population - self.options.elites)
         return [bred[i] for i in picked]
 
     def _predict(self, individuals: list[Genome]) -> None:
@@ -177,7 +179,7 @@ class GeneticAlgorithm(SearchAgent):
         if not individuals:
             return
         maps = np.array(individuals, dtype=np.int64).reshape(-1, *self.shape)
-        for ind, value in zip(individuals, self.screen.value(maps)):
+        for ind, value in zip(individuals, self.ledger.screen.value(maps)):
             ind.fitness.values = (float(value),)
             ind.measured = False
 
@@ -204,13 +206,12 @@ class GeneticAlgorithm(SearchAgent):
         slots = [j for j, ind in enumerate(offspring) if not ind.fitness.valid]
         if not slots:
             return offspring
-        variants = [offspring] + [
-            self.timer.measure("evolution", self._offspring) for _ in range(self.pool - 1)
-        ]
+        with self.timer("evolution"):
+            variants = [offspring] + [self._offspring() for _ in range(self.ledger.pool - 1)]
         pools = np.array(
             [[variant[j] for variant in variants] for j in slots], dtype=np.int64
         ).reshape(len(slots), len(variants), *self.shape)
-        picked = self.choose(pools)
+        picked = self.ledger.choose(pools)
         out = list(offspring)
         for j, k in zip(slots, picked.tolist()):
             out[j] = variants[k][j]

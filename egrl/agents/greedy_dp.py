@@ -74,7 +74,7 @@ class GreedyDP(SearchAgent):
         unit = self.unit
         maps = np.repeat(self.current[None], len(self.combos), axis=0)
         maps[:, unit] = self.combos
-        ev = self.evaluate(maps, "greedy-dp")
+        ev = self.ledger.evaluate(maps, "greedy-dp")
         now = int(np.flatnonzero((self.combos == self.current[unit]).all(axis=1))[0])
         best = int(np.argmax(ev.reward))
         # Keep the current choice on ties, and when the budget cut off the better ones.

@@ -8,7 +8,7 @@ tried); ``ng.p.Choice`` or ``ng.p.TransitionChoice`` per head made NGOpt pick op
 that were several times slower per iteration and found worse maps on ResNet-50 at 600
 iterations (``docs/agents.md``). The optimizer is built with ``num_workers = batch`` and
 the maps the search may pay for as its budget
-(:attr:`~egrl.agents.base.SearchAgent.search_budget`: ``cfg.budget`` on a deterministic
+(:attr:`~egrl.ledger.Ledger.budget_maps`: ``cfg.budget`` on a deterministic
 chip); a generation asks ``batch`` candidates, evaluates them in one call and tells each
 its loss, the negated reward.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
-from egrl.agents.ask_tell import AskTellRecord
+from egrl.agents.ask_tell import AskTellHistory
 from egrl.agents.base import SearchAgent
 from egrl.agents.options import (
     STARTS,
@@ -68,7 +68,7 @@ class NevergradOptions:
 def import_nevergrad():
     """The ``nevergrad`` module, or an ImportError that says how to install it."""
     try:
-        import nevergrad
+        import nevergrad  # optional dependency
     except ImportError as err:
         raise ImportError(
             "agent 'nevergrad' needs the optional nevergrad package: "
@@ -94,7 +94,7 @@ class NevergradAgent(SearchAgent):
         self.init_map = None  # int64 [N, H]; None: the center
         if self.init != "center":
             self.init_map = start_mappings(env, self.init, 1, self.rng)[0]
-        self.record_of_asks = AskTellRecord("losses")
+        self.history = AskTellHistory("losses")
         self.optimizer = self._build()
         self.optimizer_name = str(getattr(self.optimizer.optim, "name", "NGOpt"))
         log.info("NGOpt picked %s", self.optimizer_name)
@@ -112,7 +112,7 @@ class NevergradAgent(SearchAgent):
         param.set_integer_casting()
         param.random_state = np.random.RandomState(self.seed)
         return ng.optimizers.NGOpt(
-            parametrization=param, budget=self.search_budget, num_workers=self.options.batch
+            parametrization=param, budget=self.ledger.budget_maps, num_workers=self.options.batch
         )
 
     def _candidate_map(self, candidate) -> np.ndarray:
@@ -126,22 +126,24 @@ class NevergradAgent(SearchAgent):
             self.optimizer.tell(candidate, float(loss))
 
     def step(self) -> dict:
-        n = min(self.options.batch, self.remaining)
-        candidates = self.timer.measure(
-            "evolution", lambda: [self.optimizer.ask() for _ in range(n)]
+        n = min(self.options.batch, self.ledger.remaining)
+        with self.timer("evolution"):
+            candidates = [self.optimizer.ask() for _ in range(n)]
+        ev = self.ledger.evaluate(
+            np.stack([self._candidate_map(c) for c in candidates]), "nevergrad"
         )
-        ev = self.evaluate(np.stack([self._candidate_map(c) for c in candidates]), "nevergrad")
         losses = -np.asarray(ev.reward, dtype=np.float64)
-        self.timer.measure("evolution", self._tell, candidates, losses)
-        self.record_of_asks.add(n, losses)
+        with self.timer("evolution"):
+            self._tell(candidates, losses)
+        self.history.add(n, losses)
         return {"optimizer": self.optimizer_name}
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
-        return {"seed": self.seed, **self.record_of_asks.state_dict()}
+        return {"seed": self.seed, **self.history.state_dict()}
 
     def load_agent_state(self, state: dict) -> None:
         """Rebuild NGOpt and replay the recorded asks and tells (no evaluations)."""
         self.seed = int(state["seed"])
         self.optimizer = self._build()
-        self.record_of_asks.replay(state, self.optimizer.ask, self._tell)
+        self.history.replay(state, self.optimizer.ask, self._tell)

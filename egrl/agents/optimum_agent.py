@@ -65,18 +65,17 @@ class OptimumAgent(SearchAgent):
         self.solver: dict | None = None
 
     @property
-    def done(self) -> bool:
-        """Done once the solver's map is evaluated (or the budget is spent)."""
-        return self.solver is not None or super().done
+    def finished(self) -> bool:
+        """Finished once the solver's map is evaluated (or the budget is spent)."""
+        return self.solver is not None or super().finished
 
     def step(self) -> dict:
-        result = self.timer.measure(
-            "evolution",
-            self.env.optimum,
-            time_limit_s=self.options.time_limit_s,
-            workers=self.options.workers,
-        )
-        self.evaluate(result.mapping[None], "optimum")
+        with self.timer("evolution"):
+            result = self.env.optimum(
+                time_limit_s=self.options.time_limit_s,
+                workers=self.options.workers,
+            )
+        self.ledger.evaluate(result.mapping[None], "optimum")
         self.solver = {
             "solver_status": str(result.status),
             "solver_proven": bool(result.proven),

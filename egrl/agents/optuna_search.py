@@ -207,14 +207,17 @@ class OptunaAgent(SearchAgent):
     # ------------------------------------------------------------------ search
     def step(self) -> dict:
         if self.study is None:
-            self.timer.measure("evolution", self._begin)
+            with self.timer("evolution"):
+                self._begin()
         self.study.sampler = self._sampler()
-        n = min(self.options.batch, self.remaining)
-        trials = self.timer.measure(
-            "evolution", lambda: [self.study.ask(self.distributions) for _ in range(n)]
+        n = min(self.options.batch, self.ledger.remaining)
+        with self.timer("evolution"):
+            trials = [self.study.ask(self.distributions) for _ in range(n)]
+        ev = self.ledger.evaluate(
+            np.stack([self.decisions.mapping(t.params) for t in trials]), "optuna"
         )
-        ev = self.evaluate(np.stack([self.decisions.mapping(t.params) for t in trials]), "optuna")
-        self.timer.measure("evolution", self._tell, trials, ev)
+        with self.timer("evolution"):
+            self._tell(trials, ev)
         return {}
 
     def _tell(self, trials: list, ev: Evaluation) -> None:

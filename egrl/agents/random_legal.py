@@ -43,10 +43,9 @@ class RandomLegalPlay(GameAgent):
         check_positive(self.name, batch=self.options.batch)
 
     def step(self) -> dict:
-        n = min(self.options.batch, self.remaining)
-        games = [
-            self.timer.measure("inference", random_play, self.program, self.rng) for _ in range(n)
-        ]
+        n = min(self.options.batch, self.ledger.remaining)
+        with self.timer("inference"):
+            games = [random_play(self.program, self.rng) for _ in range(n)]
         returns = np.array([g.ret for g in games])
         self.pay(np.stack([g.actions for g in games]), returns, "random-legal")
         return self.game_row(returns)

@@ -46,15 +46,15 @@ class RandomSearch(SearchAgent):
         check_positive(self.name, batch=self.options.batch)
 
     def step(self) -> dict:
-        count = min(self.options.batch, self.remaining)
-        if self.screen is None:
+        count = min(self.options.batch, self.ledger.remaining)
+        if self.ledger.screen is None:
             maps = self.env.random_mappings(count, self.rng)
         else:
             # model search (``screen.search=G``, a model fitted): G maps drawn per map paid
-            draws = self.pool
+            draws = self.ledger.pool
             if self.searching:
                 draws = max(draws, self.search_generations)
             candidates = self.env.random_mappings(count * draws, self.rng)
-            maps = candidates[self.select(candidates, count)]
-        self.evaluate(maps, "random")
+            maps = candidates[self.ledger.select(candidates, count)]
+        self.ledger.evaluate(maps, "random")
         return {}

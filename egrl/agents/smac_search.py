@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
-from egrl.agents.ask_tell import AskTellRecord
+from egrl.agents.ask_tell import AskTellHistory
 from egrl.agents.base import SearchAgent
 from egrl.agents.decisions import Decisions
 from egrl.agents.options import (
@@ -71,7 +71,7 @@ class SmacOptions:
 def import_smac():
     """The ``smac`` package, or an ImportError that says how to install it."""
     try:
-        import smac
+        import smac  # optional dependency
     except ImportError as err:
         raise ImportError(
             "agent 'smac' needs the optional smac package (SMAC3): pip install -e \".[smac]\""
@@ -110,8 +110,8 @@ def ordered_maximizer(smac, scenario):
     lowest predicted costs first (ties broken by the search's own random state), then the
     additional start points, each configuration where it first occurs. One objective.
     """
-    from smac.acquisition.maximizer.local_search import LocalSearch
-    from smac.utils.configspace import convert_configurations_to_array
+    from smac.acquisition.maximizer.local_search import LocalSearch  # optional dependency
+    from smac.utils.configspace import convert_configurations_to_array  # optional dependency
 
     class OrderedStarts(LocalSearch):
         def _get_init_points_from_previous_configs(
@@ -156,11 +156,15 @@ class SmacAgent(SearchAgent):
         self.decisions = Decisions(env)
         self.smac = None  # built at the first generation or on resume
         self._scratch = None  # a temporary output directory without a run directory
-        self.record_of_asks = AskTellRecord("costs")
+        self.history = AskTellHistory("costs")
 
     def _build(self):
         """A fresh SMAC facade over the map's configuration space, seeded with :attr:`seed`."""
-        from ConfigSpace import Categorical, Configuration, ConfigurationSpace
+        from ConfigSpace import (  # optional dependency
+            Categorical,
+            Configuration,
+            ConfigurationSpace,
+        )
 
         facade = self.smac_module.HyperparameterOptimizationFacade
         space = ConfigurationSpace(seed=self.seed)
@@ -205,13 +209,18 @@ class SmacAgent(SearchAgent):
 
     def step(self) -> dict:
         if self.smac is None:
-            self.smac = self.timer.measure("evolution", self._build)
-        n = min(self.options.batch, self.remaining)
-        infos = self.timer.measure("evolution", lambda: [self.smac.ask() for _ in range(n)])
-        ev = self.evaluate(np.stack([self.decisions.mapping(i.config) for i in infos]), "smac")
+            with self.timer("evolution"):
+                self.smac = self._build()
+        n = min(self.options.batch, self.ledger.remaining)
+        with self.timer("evolution"):
+            infos = [self.smac.ask() for _ in range(n)]
+        ev = self.ledger.evaluate(
+            np.stack([self.decisions.mapping(i.config) for i in infos]), "smac"
+        )
         costs = -np.asarray(ev.reward, dtype=np.float64)
-        self.timer.measure("evolution", self._tell, infos, costs)
-        self.record_of_asks.add(n, costs)
+        with self.timer("evolution"):
+            self._tell(infos, costs)
+        self.history.add(n, costs)
         return {}
 
     # ------------------------------------------------------------ checkpoints
@@ -222,10 +231,10 @@ class SmacAgent(SearchAgent):
         return super().save_checkpoint()
 
     def agent_state(self) -> dict:
-        return {"seed": self.seed, **self.record_of_asks.state_dict()}
+        return {"seed": self.seed, **self.history.state_dict()}
 
     def load_agent_state(self, state: dict) -> None:
         """Rebuild SMAC and replay the recorded asks and tells (no measurements)."""
         self.seed = int(state["seed"])
         self.smac = self._build()
-        self.record_of_asks.replay(state, self.smac.ask, self._tell)
+        self.history.replay(state, self.smac.ask, self._tell)

@@ -104,7 +104,7 @@ class GameAgent(SearchAgent):
             The evaluation of the games the budget allowed (a prefix of the ``B``).
         """
         actions = np.asarray(actions, dtype=np.int64)
-        ev = self.evaluate(actions[:, :, None], source)
+        ev = self.ledger.evaluate(actions[:, :, None], source)
         k = len(ev)
         if k:
             i = int(np.argmax(returns[:k]))

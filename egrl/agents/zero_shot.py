@@ -127,23 +127,29 @@ class ZeroShot(SearchAgent):
         if self.env.wants_probabilities:
             probs = np.broadcast_to(self._probs, (len(batch), *self._probs.shape))
         self.draws += len(batch)
-        return self.evaluate(batch, "zero-shot", probs=probs)
+        return self.ledger.evaluate(batch, "zero-shot", probs=probs)
 
     def step(self) -> dict:
         if self._logits is None:
-            self.timer.measure("inference", self._forward)
+            with self.timer("inference"):
+                self._forward()
         if self.draws == 0:
             greedy = sample_maps(self._logits, 1, None, greedy=True)
             self.greedy_speedup = float(self._measure(greedy).speedup[0])
         else:
-            before = self.iterations
-            while self.iterations == before and not self.done and self.draws < self.max_draws:
+            before = self.ledger.iterations
+            while (
+                self.ledger.iterations == before
+                and not self.ledger.done
+                and self.draws < self.max_draws
+            ):
                 n = min(self.options.batch, self.max_draws - self.draws)
-                maps = self.timer.measure("inference", sample_maps, self._logits, n, self.generator)
+                with self.timer("inference"):
+                    maps = sample_maps(self._logits, n, self.generator)
                 self._measure(maps)
-        if not self.done and self.draws >= self.max_draws:
+        if not self.ledger.done and self.draws >= self.max_draws:
             self.stop_reason = (
-                f"out of new maps: {self.iterations} distinct maps of budget {self.cfg.budget} "
+                f"out of new maps: {self.ledger.iterations} distinct maps of budget {self.cfg.budget} "
                 f"after {self.draws} draws (max_draw_factor={self.options.max_draw_factor})"
             )
             log.warning("agent %r on %s: %s", self.name, self.env.workload.name, self.stop_reason)

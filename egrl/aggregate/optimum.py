@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from egrl.env import make_env
 from egrl.runs import Run
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,6 @@ def solve_optimum(
     eliminate_data_movement: bool = False,
 ) -> OptimumInfo:
     """Solve the workload's cost model with ``env.optimum``."""
-    from egrl.env import make_env
-
     env = make_env(
         hwmodel=hwmodel,
         workload=workload,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from egrl.aggregate.optimum import target_key
 from egrl.runs import REFERENCE_AGENTS, RUN_LOCAL_KEYS, Problem, Run, format_value, is_run_local
 
 #: the keys every group has: the hardware model (``hwmodel.name``), the workload
@@ -178,8 +179,6 @@ def summarize(runs: Sequence[Run], keys: Sequence[str] | None = None) -> list[Gr
         runs: finished runs (see :func:`egrl.runs.collect_runs`).
         keys: grouping keys; default :func:`grouping_keys` of ``runs``.
     """
-    from egrl.aggregate.optimum import target_key
-
     keys = tuple(keys) if keys is not None else grouping_keys(runs)
     groups: dict[tuple[str, ...], list[Run]] = {}
     for run in runs:

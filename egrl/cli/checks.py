@@ -11,20 +11,45 @@ turns exceptions into warnings, lets it through).
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+import hwmodels
 import workloads
-from egrl.agents import run_rules
-from egrl.cli.overrides import group_options, swept_values, typed_keys
+from egrl.agents import agent_class, make_agent, names, run_rules
+from egrl.agents.egrl.init_from import check_fits, read_policy
+from egrl.cli.build import env_from_config, train_config
+from egrl.cli.overrides import (
+    _parse,
+    group_options,
+    group_path,
+    override_section,
+    section_owners,
+    swept_values,
+    typed_agents,
+    typed_keys,
+)
 from egrl.cli.resume import ResumeError, checkpoint_iterations, resume_changes, saved_config
-from egrl.config import config_problems, problem
+from egrl.config import ScreenConfig, config_problems, problem
 from egrl.loggers import logger_problems
-from egrl.validation import show
+from egrl.optuna_study import sweeper_problems
+from egrl.runtime.base import RuntimeConfig
+from egrl.screening.base import AUTO, CRITIC_MODELS, NAMES
+from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_configs
+from egrl.screening.models import MODELS
+from egrl.screening.rules import option_problems
+from egrl.validation import ConfigError, show
+from policies.snapshot import PolicyError
 
 PROG = "egrl-train"
 USAGE_ERROR = 2
@@ -45,8 +70,6 @@ def missing_problems(config: DictConfig) -> list[str]:
 
 def hwmodel_problem(hwmodel: dict) -> str | None:
     """Why the hardware model cannot be built from its name and parameters, or None."""
-    import hwmodels
-
     name = hwmodel.get("name")
     try:
         hwmodels.make(name, **(hwmodel.get("params") or {}))
@@ -71,10 +94,6 @@ def init_from_problem(task: dict) -> str | None:
     The agent must have GNN policies, and the trained policy must exist and fit the
     target's decision graph (feature width, choices per head) and the run's policy sizes.
     """
-    from egrl.agents import agent_class
-    from egrl.agents.egrl.init_from import check_fits, read_policy
-    from policies.snapshot import PolicyError
-
     path = task.get("init_from")
     agent = (task.get("agent") or {}).get("name")
     try:
@@ -83,8 +102,6 @@ def init_from_problem(task: dict) -> str | None:
                 f"init_from={path} is invalid: agent {agent!r} has no GNN policy to start "
                 "from it (egrl, ea and pg have)"
             )
-        import hwmodels
-
         hwmodel = task.get("hwmodel") or {}
         target = hwmodels.make(hwmodel.get("name"), **(hwmodel.get("params") or {})).bind(
             workloads.load(task["workload"]["name"])
@@ -108,9 +125,6 @@ def workload_option_problems(task: dict) -> list[str]:
 
 def runtime_problems(task: dict) -> list[str]:
     """The runtime's values (:class:`egrl.runtime.base.RuntimeConfig`), one line each."""
-    from egrl.runtime.base import RuntimeConfig
-    from egrl.validation import ConfigError
-
     runtime = dict(task.get("runtime") or {})
     try:
         RuntimeConfig.from_mapping(runtime)
@@ -124,14 +138,6 @@ def screen_problems(task: dict) -> list[str]:
     (``screen.init_from``), one line each (the section's common keys are in the option
     table); an agent that does not screen, or has no critic for ``screen=critic``, is
     refused with one line."""
-    from dataclasses import fields
-
-    from egrl.agents import agent_class
-    from egrl.config import ScreenConfig
-    from egrl.screening.base import AUTO, CRITIC_MODELS
-    from egrl.screening.models import MODELS
-    from egrl.screening.rules import option_problems
-
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")
     search = screen.get("search") or 0
@@ -171,8 +177,6 @@ def screen_problems(task: dict) -> list[str]:
 
 def model_search_without_model(search) -> str:
     """The line that refuses ``screen.search`` without a screen (``screen=none``)."""
-    from egrl.screening.base import NAMES
-
     models = [n for n in NAMES if n != "none"]
     return (
         f"screen.search={search} is invalid: screen=none has no model to search "
@@ -182,8 +186,6 @@ def model_search_without_model(search) -> str:
 
 def screen_refusal(screen: str, agent: str) -> str:
     """The line that refuses ``screen`` for an agent that does not screen its proposals."""
-    from egrl.agents import agent_class, names
-
     screening = [n for n in names() if agent_class(n).screens]
     return (
         f"screen={screen} is invalid: agent {agent!r} does not screen its proposals "
@@ -195,9 +197,6 @@ def configured_agents(ability: str) -> list[str]:
     """The agents that have ``ability`` (a classmethod of the agent class reading its
     ``agent`` section: ``has_critic``, ``searches_model``) as their config
     (``configs/agent/<name>.yaml``) sets them up."""
-    from egrl.agents import agent_class, names
-    from egrl.cli.overrides import group_path
-
     out = []
     for name in names():
         path = group_path("agent", name)
@@ -230,8 +229,6 @@ def critic_refusal(screen: str, agent: str) -> str:
 def earlier_run_problems(task: dict) -> list[str]:
     """``screen.init_from``: each run must exist and be of this run's target (hardware
     model and its parameters, reward), one line each."""
-    from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_configs
-
     problems = []
     for path in as_paths((task.get("screen") or {}).get("init_from")):
         try:
@@ -259,11 +256,6 @@ def build_problems(task: dict, keep: bool = False) -> list[str]:
     With ``keep`` the bound environment is kept for the run (:func:`egrl.cli.build.env_from_config`):
     binding a chip measures its compiler's map, which a command then measures once.
     """
-    from egrl.agents import make_agent
-    from egrl.cli.build import env_from_config, train_config
-    from egrl.validation import ConfigError
-    from policies.snapshot import PolicyError
-
     hwmodel = (task.get("hwmodel") or {}).get("name")
     workload = (task.get("workload") or {}).get("name")
     try:
@@ -352,8 +344,6 @@ OPTUNA_SWEEPER = "hydra_plugins.egrl_optuna_sweeper.optuna_sweeper.OptunaSweeper
 def optuna_sweeper_problems(config: DictConfig) -> list[str]:
     """The project's Optuna sweeper's settings (sampler, trials, direction, storage), one
     line each; none for another sweeper."""
-    from egrl.optuna_study import sweeper_problems
-
     sweeper = OmegaConf.select(config, "hydra.sweeper")
     if sweeper is None or OmegaConf.select(sweeper, "_target_") != OPTUNA_SWEEPER:
         return []
@@ -368,10 +358,6 @@ MAX_JOBS_BUILT = 32
 def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     """The overrides of every job of a sweep of Hydra's basic sweeper, as it will launch
     them; None for another sweeper (e.g. Optuna's, whose jobs are chosen as it goes)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
     if not target.endswith("BasicSweeper") or not GlobalHydra.instance().is_initialized():
         return None
@@ -386,11 +372,6 @@ def job_build_problems(config: DictConfig) -> list[str]:
     """:func:`build_problems` of every distinct job of a sweep, and the runs its
     ``screen.init_from`` names (jobs that differ only in their seed are built once; the
     first :data:`MAX_JOBS_BUILT` of them), each line once."""
-    import json
-
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-
     try:
         jobs = sweep_jobs(config)
     except HydraException:
@@ -429,10 +410,6 @@ CHECKED_GROUPS = ("screen", "logger")
 def group_problems(args: list[str], groups: tuple[str, ...] = CHECKED_GROUPS) -> list[str]:
     """One line per ``GROUP=VALUE`` argument (each value of a sweep) naming an option that
     ``configs/GROUP/`` does not have, for the groups of ``groups``."""
-    from hydra.errors import HydraException
-
-    from egrl.cli.overrides import _parse
-
     candidates = [a for a in args if a.lstrip("+~").split("=", 1)[0] in groups]
     try:
         overrides = _parse(candidates)
@@ -457,8 +434,6 @@ def section_problems(args: list[str]) -> list[str]:
     """One line per argument that sets a section the typed agent (``agent=NAME``, one
     value) does not own: ``learner.batch_size=8`` with ``agent=sa`` (EGRL's policy,
     population and learner are EGRL's, ``egrl/agents/egrl/config.py``)."""
-    from egrl.cli.overrides import override_section, section_owners, typed_agents
-
     agent = typed_agents(args)
     if agent is None or "," in agent:
         return []  # the default agent, a preset's or a sweep's: Hydra composes each

@@ -13,7 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
 import configs
+from egrl.agents import config_class, names
 
 WORKLOAD_GROUP = "workload"
 
@@ -48,8 +51,6 @@ def rewrite_workload_paths(args: Sequence[str], options: set[str] | None = None)
 
 
 def _parse(overrides: Iterable[str]) -> list:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     return OverridesParser.create().parse_overrides(list(overrides))
 
 
@@ -77,8 +78,6 @@ def swept_values(overrides: Iterable[str]) -> list[tuple[str, Any]]:
 def section_owners() -> dict[str, list[str]]:
     """The agents that own each section of a run's config that an agent owns (EGRL's
     ``policy``, ``population`` and ``learner``: ``ea``, ``egrl``, ``pg``)."""
-    from egrl.agents import config_class, names
-
     owners: dict[str, list[str]] = {}
     for name in names():
         for section in config_class(name).SECTIONS:

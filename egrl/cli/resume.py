@@ -19,6 +19,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from egrl.checkpoint import CheckpointError, load_plain
+from egrl.cli.overrides import group_path, section_owners
+from egrl.env import reward_of
 from egrl.rundir import CONFIG_FILE, RunDir
 from egrl.validation import show
 
@@ -100,8 +102,6 @@ def with_screen_of_its_time(cfg: DictConfig) -> DictConfig:
     """``cfg`` with ``screen=none`` if it has no ``screen`` section: a run saved before
     screening existed measured every map it proposed, as ``screen=none`` does; a screen
     saved before model-based search re-ranked a pool by the model's mean."""
-    from egrl.cli.overrides import group_path
-
     if "screen" in cfg:
         missing = {k: v for k, v in SCREEN_KEYS_OF_OLD_RUNS.items() if k not in cfg.screen}
         return OmegaConf.merge(cfg, {"screen": missing}) if missing else cfg
@@ -113,8 +113,6 @@ def with_resolved_reward(cfg: DictConfig) -> DictConfig:
     """``cfg`` with its reward resolved (:func:`egrl.env.reward_of`): a run saved with the
     reward its hardware model now has by default (``reward: egrl`` on NNP-I, ``repaired``
     on ``mcm``) compares equal to the same run composed with ``reward: null``."""
-    from egrl.env import reward_of
-
     return OmegaConf.merge(cfg, {"reward": reward_of(cfg)})
 
 
@@ -134,8 +132,6 @@ def own_sections_only(saved: DictConfig) -> DictConfig:
     population and learner for another agent): what a run's ``config.yaml`` holds. A run
     saved when every run carried them, or composed by a preset that sets EGRL's learner
     for a sweep over several agents, compares equal to the same run composed now."""
-    from egrl.cli.overrides import section_owners
-
     agent = str(OmegaConf.select(saved, "agent.name", default="egrl"))
     owners = section_owners()
     kept = [key for key in saved if agent in owners.get(key, [agent])]

@@ -161,10 +161,10 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     if resume and not trainer.resume():
         log.warning("no checkpoint in %s: starting from scratch", run_dir)
         RunDir(run_dir).clear_metrics()  # rows of the killed attempt
-    if trainer.iterations > train_cfg.budget:
+    if trainer.ledger.iterations > train_cfg.budget:
         raise ResumeError(
             f"budget={train_cfg.budget} is invalid: the run has already made "
-            f"{trainer.iterations} iterations (expected an integer >= {trainer.iterations})"
+            f"{trainer.ledger.iterations} iterations (expected an integer >= {trainer.ledger.iterations})"
         )
     RunDir(run_dir).write_config(own_sections_only(cfg))
     runtime_cfg = OmegaConf.to_container(cfg, resolve=True).get("runtime")
@@ -172,7 +172,7 @@ def run(cfg: DictConfig, run_dir: Path, typed: Sequence[str] = ()) -> SearchAgen
     resolved = OmegaConf.to_container(cfg, resolve=True)
     loggers = make_loggers(resolved.get("logger"), run_dir, resolved)
     with make_runtime(RuntimeConfig.from_mapping(runtime_cfg), env, spec) as runtime:
-        trainer.use_runtime(runtime)
+        trainer.ledger.use_runtime(runtime)
         trainer.run(callbacks=loggers)
     return trainer
 
@@ -199,7 +199,7 @@ def run_job(cfg: DictConfig) -> SearchAgent:
 def train(cfg: DictConfig) -> float:
     """The Hydra task: one run, then its one-line summary."""
     trainer = run_job(cfg)
-    best, found = trainer.best, trainer.confirmation
+    best, found = trainer.ledger.best, trainer.confirmation
     if found is not None:
         c = found.best
         print(

@@ -22,7 +22,10 @@ import sys
 from pathlib import Path
 
 import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+import configs
 from egrl.agents.egrl.transfer import WHICH, evaluate_run
 from egrl.heap import keep_freed_memory
 
@@ -66,11 +69,8 @@ def evaluate_main(argv: list[str]) -> int:
 
 
 def pretrain_main(argv: list[str]) -> int:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    import configs
-    from egrl.agents.egrl.pretrain import PretrainConfig, pretrain, read_config
+    # the agents load in about a second (scipy.stats...): only this subcommand needs them
+    from egrl.agents.egrl.pretrain import PretrainConfig, pretrain, read_config  # start-up time
 
     parser = argparse.ArgumentParser(
         prog=f"egrl-transfer {PRETRAIN}",

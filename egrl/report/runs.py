@@ -3,7 +3,7 @@
 A run directory (written by every agent, see :mod:`egrl.agents.base`; its files are named
 by :mod:`egrl.rundir`) holds ``config.yaml`` (the resolved config),
 ``checkpoints/gen_XXXXXX/`` (whose ``record`` holds every map the run evaluated:
-:func:`egrl.ledger.record_state`) and ``best_mapping.json``. :func:`load_artifacts` rebuilds the environment
+:func:`egrl.ledger.archive_state`) and ``best_mapping.json``. :func:`load_artifacts` rebuilds the environment
 from the config and evaluates every map again, so the report's speedups and validity
 come from the hardware model, not from stored rewards alone (a stored reward that
 disagrees is logged).
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from egrl import distinct
 from egrl.checkpoint import load_state
 from egrl.env import Env, env_from_config
-from egrl.ledger import record_state
+from egrl.ledger import archive_state
 from egrl.replay import ReplayBuffer
 from egrl.rundir import BEST_FILE, CHECKPOINTS_DIR, RunDir
 
@@ -160,10 +161,10 @@ def paid_iterations(
     if not deterministic or first:
         return first + np.arange(len(maps), dtype=np.int64) + 1
     flat = maps.reshape(len(maps), -1)
-    _, index = np.unique(flat, axis=0, return_index=True)
     new = np.zeros(len(maps), dtype=np.int64)
-    new[index] = 1
-    if native is not None and paid is not None and len(index) == paid + 1:
+    first = distinct.first_rows(maps)
+    new[first] = 1
+    if native is not None and paid is not None and len(first) == paid + 1:
         new[(flat == np.asarray(native).reshape(1, -1)).all(axis=1)] = 0
     return np.cumsum(new)
 
@@ -260,7 +261,7 @@ def load_artifacts(run_dir: str | Path) -> RunArtifacts:
     ckpt = last_checkpoint(run_dir)
     state = load_state(ckpt)
     env = env_from_config(cfg)
-    buf_state = record_state(state)
+    buf_state = archive_state(state)
     shape = (int(buf_state["num_units"]), int(buf_state["num_heads"]))
     if shape != (env.num_units, env.num_heads):
         raise ValueError(

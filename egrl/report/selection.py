@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from egrl import distinct
 from egrl.env import Env
 
 
@@ -64,11 +65,8 @@ def distinct_maps(
     if len(maps) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0), np.zeros(0, dtype=bool)
-    flat = maps.reshape(len(maps), -1)
-    _, first, count = np.unique(flat, axis=0, return_index=True, return_counts=True)
-    order = np.argsort(first, kind="stable")
-    first = first[order]
-    return first, count[order], speedup[first], valid[first]
+    first = distinct.first_rows(maps)
+    return first, distinct.counts(maps, first), speedup[first], valid[first]
 
 
 def best_mask(

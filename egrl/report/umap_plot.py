@@ -72,8 +72,8 @@ def embed(features: np.ndarray, seed: int = 0, n_neighbors: int = 15, min_dist: 
         out[:, : proj.shape[1]] = proj
         return out
     try:
-        import umap
-    except ImportError as exc:  # an optional extra
+        import umap  # optional dependency
+    except ImportError as exc:
         raise ImportError("the UMAP figure needs umap-learn: pip install 'egrl[report]'") from exc
     reducer = umap.UMAP(
         n_components=2,

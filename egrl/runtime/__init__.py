@@ -2,7 +2,7 @@
 
 >>> from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
 >>> runtime = make_runtime(RuntimeConfig(name="ray", workers=4), env, TargetSpec("nnpi", {}, env.workload))
->>> agent.use_runtime(runtime)            # every agent measures through it
+>>> agent.ledger.use_runtime(runtime)            # every agent measures through it
 >>> ...
 >>> runtime.close()
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from egrl.runtime.base import KINDS, Runtime, RuntimeConfig, TargetSpec, measure_on
 from egrl.runtime.jobs import EVALUATION_ERRORS, Outcome
 from egrl.runtime.local import LocalRuntime
+from egrl.runtime.ray_pool import RayRuntime
 
 
 def make_runtime(config: RuntimeConfig, env, spec: TargetSpec | None = None) -> Runtime:
@@ -30,8 +31,6 @@ def make_runtime(config: RuntimeConfig, env, spec: TargetSpec | None = None) -> 
         return LocalRuntime(env.measure, config)
     if spec is None:
         raise ValueError("runtime=ray needs a TargetSpec: the hardware model and workload")
-    from egrl.runtime.ray_pool import RayRuntime
-
     return RayRuntime(spec, config, on_measured=env.count_measured)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+import hwmodels
 from egrl.runtime.jobs import Job, Outcome
 from egrl.validation import ConfigError, Rule, at_least, positive, show
 from hwmodels.base import HardwareModel, Measurement, Target
@@ -128,8 +129,6 @@ class TargetSpec:
 
     def bind(self) -> Target:
         """The target (a fresh one, in the calling process)."""
-        import hwmodels
-
         if self.workload is None:
             raise ValueError("TargetSpec.workload is not set")
         model = self.hwmodel

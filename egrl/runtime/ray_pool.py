@@ -67,7 +67,7 @@ class _Slot:
 def ray_available() -> str | None:
     """None if Ray can be imported, else why not (for skips and errors)."""
     try:
-        import ray  # noqa: F401
+        import ray  # optional dependency  # noqa: F401
     except ImportError as exc:
         return f"Ray is not installed ({exc}); pip install -e '.[ray]'"
     return None
@@ -97,7 +97,7 @@ class RayRuntime(Runtime):
         problem = ray_available()
         if problem:
             raise RuntimeError(problem)
-        import ray
+        import ray  # optional dependency
 
         super().__init__(config)
         self._ray = ray

@@ -23,7 +23,7 @@ __all__ = ["NAMES", "SCREEN_COLUMNS", "Screen", "make_screen"]
 
 def __getattr__(name: str):
     if name in ("SCREEN_COLUMNS", "Screen", "make_screen"):
-        from egrl.screening import screen
+        from egrl.screening import screen  # start-up time
 
         return getattr(screen, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from egrl.features import featurise
 from egrl.screening.features import Featurizer
 
 #: ``screen.name`` values: ``none`` (measure what the agent proposes) and the models
@@ -62,8 +63,6 @@ class Domain:
     def of_target(cls, target, name: str, prior=None) -> Domain:
         """The domain of a bound target that is not an environment: nothing is measured
         (an :class:`egrl.env.Env` reads the compiler's map when it is made, a board run)."""
-        from egrl.features import featurise
-
         num_choices = np.array([len(c) for c in target.heads.values()], dtype=np.int64)
         graph = featurise(target.graph, f"{type(target).__name__} graph of {name!r}")
         return cls(

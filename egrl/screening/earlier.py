@@ -23,11 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+import hwmodels
+from egrl import distinct
 from egrl.checkpoint import load_state
 from egrl.env import reward_of, target_from_config
-from egrl.ledger import record_state
+from egrl.ledger import archive_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
+from hwmodels.external import nnpi_prior
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +54,6 @@ def as_paths(value: str | Sequence[str] | None) -> list[Path]:
 def _target_of(config: dict) -> dict:
     """The part of a run's config that says what was measured and how it was scored (the
     hardware model's parameters without those that only say how its chip is read)."""
-    import hwmodels
-
     hw = dict(config.get("hwmodel") or {})
     reading = set(hwmodels.reading_params(hw.get("name")))
     params = {k: v for k, v in (hw.get("params") or {}).items() if k not in reading}
@@ -112,14 +113,13 @@ def read_measured(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
     checkpoint = files.latest_checkpoint()
     if checkpoint is None:
         raise EarlierRunError(f"screen.init_from={path} is invalid: the run has no checkpoint")
-    buffer = record_state(load_state(checkpoint))
+    buffer = archive_state(load_state(checkpoint))
     size = int(buffer.get("size", 0))
     if size == 0:
         raise EarlierRunError(f"screen.init_from={path} is invalid: the run measured nothing")
     maps = np.asarray(buffer["actions"][:size], dtype=np.int64)
     rewards = np.asarray(buffer["rewards"][:size], dtype=np.float64)
-    _, first = np.unique(maps.reshape(size, -1), axis=0, return_index=True)
-    first = np.sort(first)
+    first = distinct.first_rows(maps)
     finite = first[np.isfinite(rewards[first])]
     return config, maps[finite].astype(np.int16), rewards[finite]
 
@@ -228,8 +228,6 @@ def make_prior(name: str | None, target):
         return None
     if name != "nnpi":
         raise ValueError(f"screen.prior={name} is invalid: expected nnpi or null")
-    from hwmodels.external import nnpi_prior
-
     try:
         return nnpi_prior(target)
     except ValueError as exc:

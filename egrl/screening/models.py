@@ -51,7 +51,7 @@ class ForestModel:
     def __init__(
         self, seed: int, trees: int = 64, max_features: float = 0.5, min_samples_leaf: int = 2
     ) -> None:
-        from sklearn.ensemble import ExtraTreesRegressor
+        from sklearn.ensemble import ExtraTreesRegressor  # start-up time
 
         self.model = ExtraTreesRegressor(
             n_estimators=int(trees),
@@ -114,7 +114,7 @@ class Ensemble:
 
 def _gnn_model(seed: int, ensemble: int = 1, **kwargs) -> CostModel:
     # torch_geometric takes seconds to import: loaded when a gnn is first built
-    from egrl.screening.gnn import GNNModel
+    from egrl.screening.gnn import GNNModel  # start-up time
 
     if int(ensemble) == 1:
         return GNNModel(seed=seed, **kwargs)

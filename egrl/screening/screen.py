@@ -54,7 +54,7 @@ _FIT_STREAM = 0x5C12EF
 def spearman(predicted: np.ndarray, measured: np.ndarray) -> float:
     """Rank correlation of two float arrays ``[B]`` (average ranks for ties); NaN for fewer
     than two values or a constant one."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # start-up time
 
     if len(predicted) < 2:
         return float("nan")
@@ -412,7 +412,7 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     """float64 ``[P]``: ``E[max(Y - best, 0)]`` for ``Y ~ Normal(mean, std)`` (``[P]``
     each); ``max(mean - best, 0)`` where ``std`` is 0; the mean itself before anything was
     paid (``best`` -inf)."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # start-up time
 
     if not np.isfinite(best):
         return np.asarray(mean, dtype=np.float64)

@@ -72,9 +72,10 @@ from egrl.agents.options import check_start, option_error, parse_options, start_
 from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
-from egrl.ledger import SCREEN_PHASE, make_record
+from egrl.ledger import SCREEN_PHASE, make_buffer
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
+from egrl.screening.critic import LearnerCritic
 from policies import GraphUNetActor, seeded_init
 from policies.categorical import to_numpy_maps
 from policies.snapshot import StoredPolicy, write_snapshot
@@ -91,14 +92,32 @@ REPAIRED = "repaired"
 #: values of ``agent.overlap``: ``auto`` overlaps when the runtime measures out of process
 OVERLAP = ("auto", True, False)
 
-#: what each submission of a generation holds, by ticket id: the population's members of
-#: one kind ``(POPULATION, members [M])`` (with model search ``(SEARCHED, rows [M])``, rows
-#: of the maps the search visited), a learner's noisy rollouts ``(NOISY, index)``
-#: or the lead learner's clean ones ``(CLEAN, None)``
-Sent = dict[int, tuple[str, Any]]
-POPULATION, NOISY, CLEAN = "population", "noisy", "clean"
-#: model search's paid maps: ``(SEARCHED, rows [M])``, rows of what the search visited
-SEARCHED = "searched"
+
+@dataclass(frozen=True)
+class MemberMaps:
+    """A submission of the population's maps, one batch per member kind.
+
+    Attributes:
+        rows: int ``[M]``: the members whose maps these are or, with ``searched``, the rows
+            of the maps model search visited (:meth:`EGRLAgent._model_generations`).
+        searched: the maps are model search's picks.
+    """
+
+    rows: np.ndarray
+    searched: bool = False
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """A submission of a learner's rollouts: noisy ones of learner ``learner`` (its index
+    in the portfolio), or with ``clean`` the lead learner's greedy ones."""
+
+    learner: int
+    clean: bool = False
+
+
+#: what a generation submitted, by ticket id
+Sent = dict[int, MemberMaps | Rollouts]
 #: learner updates made in one generation: ``(updates, mean statistics)`` per block
 UpdateLog = list[tuple[int, dict[str, float]]]
 
@@ -169,8 +188,7 @@ class EGRLAgent(SearchAgent):
         super().__init__(env, cfg, run_dir)
         #: the learners' replay buffer: every answered map (and, with
         #: ``learner.store_repaired``, the compiler's repairs), Algorithm 2's shared buffer
-        self.buffer = make_record(env, cfg.agent.learner.buffer_size)
-        self.ledger.listeners.append(self._store)
+        self.buffer = make_buffer(env, cfg.agent.learner.buffer_size)
         self.device = torch.device(cfg.device)
         self.graph = env.graph.to(self.device)
         in_dim = int(env.graph.x.shape[1])
@@ -226,10 +244,10 @@ class EGRLAgent(SearchAgent):
                 for _ in range(max(1, lc.num_learners))
             ]
             self.portfolio = LearnerPortfolio(learners, ucb_c=lc.ucb_c)
-            if self.screen is not None:
-                from egrl.screening.critic import LearnerCritic
-
-                self.screen.attach_critic(LearnerCritic(learners, self.graph, self._lead_learner))
+            if self.ledger.screen is not None:
+                self.ledger.screen.attach_critic(
+                    LearnerCritic(learners, self.graph, self._lead_learner)
+                )
         self.options = parse_options(EGRLOptions, cfg)
         self.start = check_start(self.name, "start", self.options.start)
         for key in ("start_gnns", "start_steps"):
@@ -305,7 +323,7 @@ class EGRLAgent(SearchAgent):
     def overlap(self) -> bool:
         """Whether the learner updates while maps are in flight (``agent.overlap``)."""
         if self.options.overlap == "auto":
-            return not self.runtime.in_process
+            return not self.ledger.runtime.in_process
         return bool(self.options.overlap)
 
     def step(self) -> dict:
@@ -337,10 +355,12 @@ class EGRLAgent(SearchAgent):
             # migration: the lead learner's actor replaces the population's weakest member
             if self._migrates():
                 actor = self.portfolio.learners[self._lead_learner()].actor
-                self.timer.measure("evolution", self.population.migrate, actor, self.graph)
+                with self.timer("evolution"):
+                    self.population.migrate(actor, self.graph)
         # evolution: elites, tournament selection, crossover, mutation
-        if self.population is not None and not self.done:
-            self.timer.measure("evolution", self.population.evolve, self.graph, self.generator)
+        if self.population is not None and not self.ledger.done:
+            with self.timer("evolution"):
+                self.population.evolve(self.graph, self.generator)
         return row
 
     def _migrates(self) -> bool:
@@ -353,7 +373,11 @@ class EGRLAgent(SearchAgent):
     def env_steps(self) -> int:
         """What the learners' updates are owed on (``learner.update_on``): paid measurements
         (``"paid"``) or every answered map, paid or not (``"proposal"``)."""
-        return self.iterations if self.cfg.agent.learner.update_on == "paid" else self.proposals
+        return (
+            self.ledger.iterations
+            if self.cfg.agent.learner.update_on == "paid"
+            else self.ledger.proposals
+        )
 
     def _answers(
         self, sent: Sent, overlap_from: int | None = None
@@ -377,10 +401,12 @@ class EGRLAgent(SearchAgent):
             replay = self._ready_replay() if owed > 0 else None
             if replay is not None:
                 self._train(replay, 1, done)
-                arrived = self.collect(block=False)
+                arrived = self.ledger.collect(block=False)
             else:
-                arrived = self.collect(block=True, ordered=overlap_from is None)
-            answers.update((ticket.id, ev) for ticket, ev in arrived)
+                arrived = self.ledger.collect(block=True, ordered=overlap_from is None)
+            for ticket, ev in arrived:
+                self._store(ticket, ev)  # the shared replay buffer: every answered map
+                answers[ticket.id] = ev
         return answers, done
 
     def _store(self, ticket, ev: Evaluation) -> None:
@@ -415,15 +441,16 @@ class EGRLAgent(SearchAgent):
         maps are the screen's pick of what the search visited (:meth:`_submit_searched`)."""
         if self.searching:
             return self._submit_searched(sent)
-        maps, kinds, probs = self.timer.measure("inference", self._population_maps)
-        if self.screen is not None and self.pool > 1:
+        with self.timer("inference"):
+            maps, kinds, probs = self._population_maps()
+        if self.ledger.screen is not None and self.ledger.pool > 1:
             maps = self._screen_population(maps, probs)
         for kind in dict.fromkeys(kinds.tolist()):
-            if self.remaining <= 0:
+            if self.ledger.remaining <= 0:
                 break
             members = np.flatnonzero(kinds == kind)
             kind_probs = None if probs is None else probs[members]
-            sent[self.submit(maps[members], kind, probs=kind_probs).id] = (POPULATION, members)
+            sent[self.ledger.submit(maps[members], kind, probs=kind_probs).id] = MemberMaps(members)
         return kinds
 
     def _submit_searched(self, sent: Sent) -> np.ndarray:
@@ -433,14 +460,15 @@ class EGRLAgent(SearchAgent):
         best unseen ones by acquisition, a share ``screen.explore`` drawn from the rest
         (:meth:`~egrl.screening.screen.Screen.select`). They are submitted a batch per
         kind of the member that proposed them; returns the members' kinds ``[P]``."""
-        maps, kinds, probs = self.timer.measure(SCREEN_PHASE, self._model_generations)
-        picked = self.select(maps, self.population.size, probs=probs)
+        with self.timer(SCREEN_PHASE):
+            maps, kinds, probs = self._model_generations()
+        picked = self.ledger.select(maps, self.population.size, probs=probs)
         for kind in dict.fromkeys(kinds[picked].tolist()):
-            if self.remaining <= 0:
+            if self.ledger.remaining <= 0:
                 break
             rows = picked[kinds[picked] == kind]
             kind_probs = None if probs is None else probs[rows]
-            sent[self.submit(maps[rows], kind, probs=kind_probs).id] = (SEARCHED, rows)
+            sent[self.ledger.submit(maps[rows], kind, probs=kind_probs).id] = MemberMaps(rows, True)
         return self.population.kinds.copy()
 
     def _model_generations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -458,7 +486,7 @@ class EGRLAgent(SearchAgent):
             if generation:
                 self.population.evolve(self.graph, self.generator)
             gen_maps, gen_kinds, gen_probs = self._population_maps()
-            self.population.set_fitness(self.screen.value(gen_maps))
+            self.population.set_fitness(self.ledger.screen.value(gen_maps))
             maps.append(gen_maps), kinds.append(gen_kinds), probs.append(gen_probs)
         joined = None if probs[0] is None else np.concatenate(probs)
         return np.concatenate(maps), np.concatenate(kinds), joined
@@ -473,16 +501,17 @@ class EGRLAgent(SearchAgent):
             fitness = self.population.fitness.copy()
             last = len(kinds) * (self.search_generations - 1)
         evaluations = []
-        for ticket_id, (role, rows) in sent.items():
-            if role == POPULATION:
-                ev = answers[ticket_id]
-                fitness[rows[: len(ev)]] = ev.reward
-                evaluations.append(ev)
-            elif role == SEARCHED:
-                ev = answers[ticket_id]
-                mine = rows[: len(ev)] >= last
-                fitness[rows[: len(ev)][mine] - last] = ev.reward[mine]
-                evaluations.append(ev)
+        for ticket_id, submitted in sent.items():
+            if not isinstance(submitted, MemberMaps):
+                continue
+            ev = answers[ticket_id]
+            rows = submitted.rows[: len(ev)]
+            if submitted.searched:
+                mine = rows >= last
+                fitness[rows[mine] - last] = ev.reward[mine]
+            else:
+                fitness[rows] = ev.reward
+            evaluations.append(ev)
         self.population.set_fitness(fitness)
         self._keep_champion(fitness)
         best = int(np.argmax(fitness))
@@ -509,16 +538,15 @@ class EGRLAgent(SearchAgent):
     def _screen_population(self, maps: np.ndarray, probs: np.ndarray | None) -> np.ndarray:
         """One map per member, int64 ``[P, N, H]``: the screen's pick among the member's own
         map ``maps[p]`` and ``pool - 1`` more of its maps (``probs``: the members')."""
-        extra = self.timer.measure(
-            "inference",
-            self.population.act_candidates,
-            self.graph,
-            self.generator,
-            self.pool - 1,
-            self.cfg.agent.learner.noise_std,
-        )
+        with self.timer("inference"):
+            extra = self.population.act_candidates(
+                self.graph,
+                self.generator,
+                self.ledger.pool - 1,
+                self.cfg.agent.learner.noise_std,
+            )
         pools = np.concatenate([maps[:, None], to_numpy_maps(extra)], axis=1)
-        return pools[np.arange(len(pools)), self.choose(pools, probs)]
+        return pools[np.arange(len(pools)), self.ledger.choose(pools, probs)]
 
     def _population_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Maps int64 ``[P, N, H]``, kinds ``[P]`` and, if wanted, probabilities ``[P, N, H, C]``."""
@@ -557,33 +585,37 @@ class EGRLAgent(SearchAgent):
         lc = self.cfg.agent.learner
         counts = self.portfolio.allocate(lc.rollouts, self.rng)
         for idx, count in enumerate(counts):
-            n = min(int(count), self.remaining)
+            n = min(int(count), self.ledger.remaining)
             if n <= 0:
                 continue
             learner = self.portfolio.learners[idx]
-            draws = n * self.pool
-            maps, probs = self.timer.measure("inference", self._learner_maps, learner, draws, True)
-            if self.pool > 1:
-                keep = self.select(maps, n, probs=probs, free=True)
+            draws = n * self.ledger.pool
+            with self.timer("inference"):
+                maps, probs = self._learner_maps(learner, draws, True)
+            if self.ledger.pool > 1:
+                keep = self.ledger.select(maps, n, probs=probs, free=True)
                 maps, probs = maps[keep], None if probs is None else probs[keep]
-            sent[self.submit(maps, LEARNER, probs=probs).id] = (NOISY, idx)
-        n = min(lc.clean_rollouts, self.remaining)
+            sent[self.ledger.submit(maps, LEARNER, probs=probs).id] = Rollouts(idx)
+        n = min(lc.clean_rollouts, self.ledger.remaining)
         if n > 0:
-            learner = self.portfolio.learners[self._lead_learner()]
-            maps, probs = self.timer.measure("inference", self._learner_maps, learner, n, False)
-            sent[self.submit(maps, LEARNER, probs=probs).id] = (CLEAN, None)
+            lead = self._lead_learner()
+            with self.timer("inference"):
+                maps, probs = self._learner_maps(self.portfolio.learners[lead], n, False)
+            sent[self.ledger.submit(maps, LEARNER, probs=probs).id] = Rollouts(lead, clean=True)
 
     def _rollout_metrics(self, sent: Sent, answers: dict[int, Evaluation]) -> dict:
         """Each learner's noisy rewards go to the portfolio; returns the best noisy reward
         and the clean rollout's reward and speedup."""
         out: dict = {}
         noisy: list[np.ndarray] = []
-        for ticket_id, (role, idx) in sent.items():
+        for ticket_id, submitted in sent.items():
+            if not isinstance(submitted, Rollouts):
+                continue
             ev = answers[ticket_id]
-            if role == NOISY:
-                self.portfolio.record(idx, ev.reward)
+            if not submitted.clean:
+                self.portfolio.update(submitted.learner, ev.reward)
                 noisy.append(ev.reward)
-            elif role == CLEAN and len(ev):
+            elif len(ev):
                 out["learner_clean_reward"] = float(ev.reward[0])
                 out["learner_clean_speedup"] = float(ev.speedup[0])
         if noisy:
@@ -610,10 +642,8 @@ class EGRLAgent(SearchAgent):
 
     def _train(self, replay: list[tuple], ups: int, done: UpdateLog) -> None:
         """``ups`` SAC updates of every learner; appends ``(ups, mean statistics)`` to ``done``."""
-        stats = [
-            self.timer.measure("learner", lr.train_steps, replay, ups, self.rng)
-            for lr in self.portfolio.learners
-        ]
+        with self.timer("learner"):
+            stats = [lr.train_steps(replay, ups, self.rng) for lr in self.portfolio.learners]
         done.append((ups, {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}))
 
     def _learner_updates(self, env_steps: int, done: UpdateLog | None = None) -> dict:
@@ -665,9 +695,9 @@ class EGRLAgent(SearchAgent):
         if self.population is not None and self._champion is not None:
             actors["champion"] = self._champion
         return write_snapshot(
-            RunDir(self.run_dir).snapshot(self.iterations),
+            RunDir(self.run_dir).snapshot(self.ledger.iterations),
             actors,
-            iterations=self.iterations,
+            iterations=self.ledger.iterations,
             generation=self.generation,
             workload=self.trained_on,
             sizes=asdict(self.cfg.agent.policy),
@@ -714,7 +744,7 @@ class EntropyPlot(Callback):
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if error is not None:
             return
-        from egrl.plots import plot_learner_entropy  # matplotlib: only when a run ends
+        from egrl.plots import plot_learner_entropy  # start-up time: matplotlib, at the end
 
         plot_learner_entropy(
             agent.rows,

@@ -56,7 +56,7 @@ class LearnerPortfolio:
         return len(self.learners)
 
     # ------------------------------------------------------------------ record
-    def record(self, learner_idx: int, rewards) -> None:
+    def update(self, learner_idx: int, rewards) -> None:
         """Add the rewards ``[R]`` (or one float) of rollouts made by learner ``learner_idx``."""
         if not 0 <= int(learner_idx) < len(self):
             raise IndexError(f"learner index {learner_idx} out of range 0..{len(self) - 1}")

@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig
@@ -45,10 +47,8 @@ from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshot
 from egrl.callbacks import Callback, MetricsFile, ProgressBar
 from egrl.config import TrainConfig
 from egrl.env import REWARDS, Env
-from egrl.ledger import Best, make_record, measure_cache
+from egrl.ledger import Best, Ledger, archive_state, make_buffer, measure_cache
 from egrl.rundir import CONFIG_FILE, RunDir
-from egrl.runtime import LocalRuntime
-from egrl.runtime.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +164,6 @@ class PretrainConfig:
     @classmethod
     def from_mapping(cls, cfg: Any) -> PretrainConfig:
         """From a nested mapping or a Hydra ``DictConfig`` (``hwmodel: {name, params}``)."""
-        from omegaconf import OmegaConf
-
         if OmegaConf.is_config(cfg):
             cfg = OmegaConf.to_container(cfg, resolve=True)
         cfg = dict(cfg)
@@ -187,9 +185,11 @@ class PretrainConfig:
 class MultiWorkloadPretrainer(EGRLAgent):
     """One SAC learner trained on several environments (see the module docstring).
 
-    The first environment is the *home* workload: it is the trainer's ``env``, ``graph``,
-    ``buffer`` and ``best`` between generations. While the learner acts on another
-    workload, :meth:`on_workload` points those four at that workload's own.
+    Every workload has its own ledger (its target, measure cache, archive and best map),
+    graph and replay buffer; the ledgers spend one budget (they share a
+    :class:`~egrl.ledger.Tally`). The first environment is the *home* workload: its
+    ledger, graph and buffer are the agent's between generations; while the learner acts
+    on another workload, :meth:`on_workload` makes that workload's the agent's.
 
     Args:
         envs: training environments by name; their decision graphs must share the feature
@@ -215,24 +215,27 @@ class MultiWorkloadPretrainer(EGRLAgent):
                 )
         super().__init__(first, cfg.train_config(), run_dir)
         self.envs = dict(envs)
+        size = cfg.learner.buffer_size
+        # each workload is measured by its own target, through its own cache (local only)
+        self.ledgers = {
+            name: Ledger(
+                env,
+                self.ledger.budget,
+                measure_cache(env, self.cfg.cache_size),
+                size,
+                self.timer,
+                self.ledger.evaluation_log,
+                self.ledger.stamp,
+                tally=self.ledger.tally,
+            )
+            for name, env in self.envs.items()
+            if name != self.home
+        }
+        self.ledgers[self.home] = self.ledger
         self.graphs = {name: env.graph.to(self.device) for name, env in self.envs.items()}
         self.graphs[self.home] = self.graph
-        size = cfg.learner.buffer_size
-        self.buffers = {name: make_record(env, size) for name, env in self.envs.items()}
+        self.buffers = {name: make_buffer(env, size) for name, env in self.envs.items()}
         self.buffers[self.home] = self.buffer
-        self.records = {name: make_record(env, size) for name, env in self.envs.items()}
-        self.records[self.home] = self.record
-        self.bests = {name: Best() for name in self.envs}
-        self.bests[self.home] = self.best
-        cache_size = self.cfg.cache_size
-        self.caches = {name: measure_cache(env, cache_size) for name, env in self.envs.items()}
-        self.caches[self.home] = self.cache
-        # each workload is measured by its own target, through its own cache (local only)
-        self.dispatchers = {
-            name: Dispatcher(self.caches[name], LocalRuntime(env.measure))
-            for name, env in self.envs.items()
-        }
-        self.dispatchers[self.home] = self.dispatcher
 
     @property
     def learner(self) -> SACDiscrete:
@@ -258,36 +261,31 @@ class MultiWorkloadPretrainer(EGRLAgent):
 
     @contextmanager
     def on_workload(self, name: str) -> Iterator[None]:
-        """Act, evaluate and record on workload ``name``; back to the home workload after."""
-        self._point_at(name)
+        """Act and measure on workload ``name`` (its ledger, environment, graph and replay
+        buffer are the agent's); back to the home workload's after."""
+        home = self.home
+        self.ledger, self.env = self.ledgers[name], self.envs[name]
+        self.graph, self.buffer = self.graphs[name], self.buffers[name]
         try:
             yield
         finally:
-            self._point_at(self.home)
-
-    def _point_at(self, name: str) -> None:
-        """Make workload ``name``'s environment, graph, buffer, record, best map, cache and
-        dispatcher the trainer's."""
-        self.env, self.graph = self.envs[name], self.graphs[name]
-        self.buffer, self.record, self.best = (
-            self.buffers[name],
-            self.records[name],
-            self.bests[name],
-        )
-        self.cache, self.dispatcher = self.caches[name], self.dispatchers[name]
+            self.ledger, self.env = self.ledgers[home], self.envs[home]
+            self.graph, self.buffer = self.graphs[home], self.buffers[home]
 
     # -------------------------------------------------------------- generation
     def step(self) -> dict:
         """One generation: rollouts on every workload in turn, then the learner's updates."""
         row: dict = {}
         before = self.env_steps
+        for ledger in self.ledgers.values():
+            ledger.batch = []  # this generation's answers, on every workload
         for name in self.envs:
             with self.on_workload(name):
                 rollouts = self._learner_rollouts()
             if "learner_clean_speedup" in rollouts:
                 row[f"clean_speedup[{name}]"] = rollouts["learner_clean_speedup"]
         row.update(self._learner_updates(self.env_steps - before))
-        row.update({f"best_speedup[{n}]": best.speedup for n, best in self.bests.items()})
+        row.update({f"best_speedup[{n}]": led.best.speedup for n, led in self.ledgers.items()})
         return row
 
     def _replay(self) -> list[tuple]:
@@ -302,8 +300,8 @@ class MultiWorkloadPretrainer(EGRLAgent):
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
-        """The learner's state and every workload's buffer and best map but the home's
-        (those are the trainer's own ``buffer`` and ``best``)."""
+        """The learner's state and every workload's buffer, archive, best map and cache but
+        the home's (those are the agent's own ``buffer`` and ledger's)."""
         others = [name for name in self.envs if name != self.home]
         return {
             **super().agent_state(),
@@ -311,9 +309,9 @@ class MultiWorkloadPretrainer(EGRLAgent):
             "others": [
                 {
                     "buffer": self.buffers[n].state_dict(),
-                    "record": self.records[n].state_dict(),
-                    "best": self.bests[n].state_dict(),
-                    "cache": self.caches[n].state_dict(),
+                    "archive": self.ledgers[n].archive.state_dict(),
+                    "best": self.ledgers[n].best.state_dict(),
+                    "cache": self.ledgers[n].cache.state_dict(),
                 }
                 for n in others
             ],
@@ -326,14 +324,13 @@ class MultiWorkloadPretrainer(EGRLAgent):
                 f"this run on {list(self.envs)}"
             )
         super().load_agent_state(state)
-        self.bests[self.home] = self.best
-        self.records[self.home] = self.record
         others = [name for name in self.envs if name != self.home]
         for name, saved in zip(others, state["others"], strict=True):
             self.buffers[name].load_state_dict(saved["buffer"])
-            self.records[name].load_state_dict(saved.get("record") or saved["buffer"])
-            self.bests[name] = Best(**saved["best"])
-            self.caches[name].load_state_dict(saved.get("cache"))
+            ledger = self.ledgers[name]
+            ledger.archive.load_state_dict(archive_state(saved))
+            ledger.best = Best(**saved["best"])
+            ledger.cache.load_state_dict(saved.get("cache"))
 
 
 def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> dict[str, Path]:
@@ -361,7 +358,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, resume: bool = False) -> 
         log.warning("no checkpoint in %s: pretraining from the start", out_dir)
         files.clear_metrics()  # rows of the killed attempt
     trainer.run()
-    log.info("pretrained on %s for %d evaluations", cfg.train, trainer.iterations)
+    log.info("pretrained on %s for %d evaluations", cfg.train, trainer.ledger.iterations)
     roles = {n: "train" if n in cfg.train else "holdout" for n in envs}
     rows = evaluate_snapshots(
         list_snapshots(out_dir), envs, roles, which="learner", samples=cfg.samples, seed=cfg.seed

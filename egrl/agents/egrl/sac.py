@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from policies import GraphUNetActor, TwinQCritic
 from policies.base import seeded_init
 from policies.categorical import choice_mask
 
@@ -378,8 +379,6 @@ class SACDiscrete:
         same weights (the actor's whatever the critic's sizes) and the caller's random
         state is left untouched.
         """
-        from policies import GraphUNetActor, TwinQCritic
-
         cfg = config or SACConfig()
         critic_hidden = hidden if cfg.critic_hidden is None else int(cfg.critic_hidden)
         critic_depth = depth if cfg.critic_depth is None else int(cfg.critic_depth)
@@ -588,8 +587,6 @@ class SACDiscrete:
         has another width or depth (``critic_hidden``, ``critic_depth``) than this
         learner's: the learner takes the checkpoint's, and its config says so.
         """
-        from policies import TwinQCritic
-
         if not isinstance(self.critic, TwinQCritic):
             return
         saved, mine = TwinQCritic.layout_of(critic_state), self.critic.layout

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from egrl.env import Env, reward_of
+from egrl.env import Env, make_env, reward_of
 from egrl.rundir import CONFIG_FILE, POLICIES_DIR, SNAPSHOT_GLOB, TRANSFER_CSV, TRANSFER_DIR, RunDir
 from policies import GraphUNetActor
 from policies.categorical import sample_maps
@@ -186,8 +187,6 @@ def evaluate_snapshots(
         PolicyError: a target's decision graph does not fit the policies (checked for
             every snapshot and target before anything is evaluated).
     """
-    from tqdm.auto import tqdm
-
     roles = dict(roles or {})
     for snap in snapshots:
         for env in targets.values():
@@ -282,10 +281,10 @@ def plot_transfer(rows: Sequence[dict], path: str | Path, title: str = "") -> Pa
     dotted lines the best sampled map; training workloads are drawn with square markers.
     The native compiler is the dashed line at 1.0.
     """
-    import matplotlib
+    import matplotlib  # start-up time
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time
 
     groups = _groups(rows)
     kinds = [k for k in POLICY_KINDS if any(p == k for p, _ in groups)]
@@ -368,8 +367,6 @@ class RunInfo:
 
     def make_env(self, workload: str) -> Env:
         """``workload`` (zoo name or path) on this run's hardware model."""
-        from egrl.env import make_env
-
         return make_env(
             hwmodel=self.hwmodel,
             workload=workload,

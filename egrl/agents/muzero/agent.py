@@ -399,11 +399,12 @@ class MuZeroAgent(GameAgent):
 
     def step(self) -> dict:
         temp = self.temperature()
-        count = min(self.parallel_games, max(self.remaining, 1))  # no game past the budget
+        count = min(self.parallel_games, max(self.ledger.remaining, 1))  # no game past the budget
         start = time.perf_counter()
         # the search's NumPy matrix products on as many BLAS threads as torch has
         with threadpool_limits(torch.get_num_threads(), user_api="blas"):
-            played = self.timer.measure("inference", self.play_games, count, temp)
+            with self.timer("inference"):
+                played = self.play_games(count, temp)
         play_s = time.perf_counter() - start
         moves = sum(len(traj) for _, traj, _ in played)
         searched = sum(n for _, _, n in played)
@@ -422,7 +423,8 @@ class MuZeroAgent(GameAgent):
             o.max_updates_per_game * len(finished),
             math.ceil(o.updates_per_move * sum(len(traj) for _, traj in finished)),
         )
-        losses = self.timer.measure("learner", self.train, updates)
+        with self.timer("learner"):
+            losses = self.train(updates)
         return {
             **self.game_row(returns),
             "moves": moves,
