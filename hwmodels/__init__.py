@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
+from hwmodels.base import Check, HardwareModel, Measurement, OptimumResult, Target, workload_graph
 
 _REGISTRY: dict[str, Callable[..., HardwareModel]] = {}
 
@@ -130,6 +130,7 @@ def make(name: str, module: str | None = None, **params) -> HardwareModel:
 
 
 __all__ = [
+    "Check",
     "HardwareModel",
     "Measurement",
     "OptimumResult",

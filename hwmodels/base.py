@@ -48,6 +48,23 @@ class Measurement:
 
 
 @dataclass
+class Check:
+    """What the compiler alone says about a batch of ``B`` maps: no latency, no board run.
+
+    Attributes:
+        rectified: int64 ``[B, N, H]``: the maps as the compiler would run them (its
+            repair of those it refuses, the others unchanged).
+        valid: bool ``[B]``: the compiler accepts the map as it is.
+        reassigned_ratio: float64 ``[B]``: the share the repair moved, as in
+            :class:`Measurement` (0 for a valid map).
+    """
+
+    rectified: np.ndarray
+    valid: np.ndarray
+    reassigned_ratio: np.ndarray
+
+
+@dataclass
 class OptimumResult:
     """An exact (or bounded) solution of a target's cost model.
 
@@ -87,6 +104,8 @@ class Target(ABC):
       built; local searches start from them (``agent.start=initial`` / ``fallback``).
     * :meth:`measure` for every batch of maps any agent proposes, with the policy's
       probabilities when :attr:`wants_probabilities` is true.
+    * :meth:`check` (targets with a compiler, :attr:`checks`) for maps a search wants to
+      know the compiler accepts before paying for them; free, never a measurement.
     * :meth:`optimum` when a user or the ``optimum`` agent asks for the exact answer.
     * :meth:`describe` (and :attr:`description_names`) by a screen that ranks proposed
       maps before paying for them; free, never a measurement.
@@ -152,6 +171,26 @@ class Target(ABC):
         Returns:
             A :class:`Measurement` of length ``B``.
         """
+
+    def check(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Check:
+        """The compiler alone on a batch of maps: which it accepts as they are and its
+        repair of the others, with no latency and no board run (what :meth:`measure`
+        would run, without running it).
+
+        Args:
+            maps: int64 ``[B, N, H]``, every choice in range.
+            probs: as in :meth:`measure` (targets with :attr:`wants_probabilities`).
+
+        Raises:
+            NotImplementedError: the target has no compiler of its own to ask
+            (:attr:`checks` is false).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no compiler to check maps with")
+
+    @property
+    def checks(self) -> bool:
+        """The target's compiler can be asked alone (:meth:`check`)."""
+        return type(self).check is not Target.check
 
     @abstractmethod
     def native_mapping(self) -> np.ndarray:

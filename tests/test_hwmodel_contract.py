@@ -81,6 +81,35 @@ def test_measure_gives_the_documented_shapes(env):
     assert not m.valid.all()  # the instances are small enough to reject some maps
 
 
+#: the built-in targets whose compiler can be asked alone (``Target.check``)
+CHECKING = {"nnpi", "mcm", "mcm-sample", "banked"}
+
+
+def test_the_built_in_compilers_can_be_asked_alone(env, request):
+    name = request.node.callspec.params["env"]
+    assert env.target.checks == (name in CHECKING)
+    if not env.target.checks:
+        with pytest.raises(NotImplementedError, match="has no compiler to check maps with"):
+            env.target.check(maps_of(env))
+
+
+def test_check_says_what_measure_would_run_without_a_latency(env):
+    if not env.target.checks:
+        pytest.skip("the target has no compiler to ask alone")
+    maps = maps_of(env)
+    kw = {"probs": probs_of(env, len(maps))} if env.target.wants_probabilities else {}
+    c = env.target.check(maps, **kw)
+    m = env.target.measure(maps, **kw)
+    assert not hasattr(c, "latency_s")
+    assert c.rectified.shape == maps.shape and c.rectified.dtype == np.int64
+    np.testing.assert_array_equal(c.rectified, m.rectified)
+    np.testing.assert_array_equal(c.valid, m.valid)
+    np.testing.assert_array_equal(c.reassigned_ratio, m.reassigned_ratio)
+    assert c.valid.any() and not c.valid.all()  # it accepts some maps and repairs others
+    np.testing.assert_array_equal(c.rectified[c.valid], maps[c.valid])
+    assert env.target.check(c.rectified, **kw).valid.all()  # a repair is accepted as it is
+
+
 def test_rectified_maps_are_accepted_unchanged(env):
     rectified = env.evaluate(maps_of(env)).rectified
     again = env.target.measure(rectified)

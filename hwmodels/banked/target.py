@@ -18,7 +18,14 @@ from hwmodels.banked.cost import Cost, evaluate
 from hwmodels.banked.layouts import LAYOUTS
 from hwmodels.banked.params import BankedParams
 from hwmodels.banked.problem import BankProblem
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
+from hwmodels.base import (
+    Check,
+    HardwareModel,
+    Measurement,
+    OptimumResult,
+    Target,
+    workload_graph,
+)
 from workloads.ir import Workload
 
 log = logging.getLogger(__name__)
@@ -51,15 +58,21 @@ class BankedTarget(Target):
         maps = np.asarray(maps, dtype=np.int64)
         return evaluate(self.problem, maps[..., 0] if maps.ndim == 3 else maps)
 
-    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
+    def check(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Check:
+        """The compiler alone on layouts ``[B, N, 1]``: each layout an operator does not
+        allow is replaced (:func:`~hwmodels.banked.compilers.rectify`)."""
         lay, broken = compilers.rectify(self.problem, np.asarray(maps)[:, :, 0])
         size = self.problem.size
-        return Measurement(
+        return Check(
             rectified=lay[..., None],
             valid=~broken.any(axis=1),
             reassigned_ratio=(broken * size).sum(axis=1) / max(int(size.sum()), 1),
-            latency_s=evaluate(self.problem, lay).latency_s,
         )
+
+    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
+        c = self.check(maps)
+        latency_s = evaluate(self.problem, c.rectified[..., 0]).latency_s
+        return Measurement(c.rectified, c.valid, c.reassigned_ratio, latency_s)
 
     @cached_property
     def _native(self) -> np.ndarray:

@@ -15,7 +15,14 @@ from functools import cached_property
 
 import numpy as np
 
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
+from hwmodels.base import (
+    Check,
+    HardwareModel,
+    Measurement,
+    OptimumResult,
+    Target,
+    workload_graph,
+)
 from hwmodels.mcm import cost, description
 from hwmodels.mcm.constraints import Violations, check
 from hwmodels.mcm.dataflow import Dataflow
@@ -185,15 +192,17 @@ class MCMTarget(Target):
         slowest chip of the rectified map. ``probs`` ``[B, N, 1, C]`` is used in
         ``sample`` mode (None: uniform).
         """
+        c = self.check(maps, probs)
+        latency_s = cost.latency_ps(self.flow, c.rectified[:, :, 0]) / PS_PER_S
+        return Measurement(c.rectified, c.valid, c.reassigned_ratio, latency_s)
+
+    def check(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Check:
+        """The constraint solver's repair of ``maps`` ``[B, N, 1]`` alone (:meth:`rectify`):
+        valid where the partition came back unchanged; no latency is modelled."""
         parts = self._parts(maps)
         fixed = self.rectify(parts, probs)
         moved = (fixed != parts).mean(axis=1)
-        return Measurement(
-            rectified=fixed[:, :, None],
-            valid=moved == 0,
-            reassigned_ratio=moved,
-            latency_s=cost.latency_ps(self.flow, fixed) / PS_PER_S,
-        )
+        return Check(rectified=fixed[:, :, None], valid=moved == 0, reassigned_ratio=moved)
 
     def rectify(self, parts: np.ndarray, probs: np.ndarray | None = None) -> np.ndarray:
         """int64 ``[B, N]``: the partition the package runs for each of ``parts`` ``[B, N]``.

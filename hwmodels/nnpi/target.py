@@ -13,7 +13,14 @@ from functools import cached_property
 
 import numpy as np
 
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target, workload_graph
+from hwmodels.base import (
+    Check,
+    HardwareModel,
+    Measurement,
+    OptimumResult,
+    Target,
+    workload_graph,
+)
 from hwmodels.nnpi.compiler import (
     NATIVE_COMPILERS,
     levels_to_maps,
@@ -106,20 +113,22 @@ class NNPITarget(Target):
         moved = ((fixed != levels) * self.tensors.nbytes).sum(axis=1)
         return levels_to_maps(fixed, self.num_units), moved
 
-    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
-        """Rectify ``maps`` ``[B, N, 2]``, then model the latency of the rectified maps.
+    def check(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Check:
+        """The compiler C alone on ``maps`` ``[B, N, 2]``: valid where it moved no byte.
 
         ``probs`` is not used (the compiler is deterministic; ``wants_probabilities`` is
         false).
         """
         rectified, moved = self.rectify(maps)
         total = max(self.tensors.total_bytes, 1)
-        return Measurement(
-            rectified=rectified,
-            valid=moved == 0,
-            reassigned_ratio=moved / total,
-            latency_s=self.costs.latency_fs(rectified) / FS_PER_S,
-        )
+        return Check(rectified=rectified, valid=moved == 0, reassigned_ratio=moved / total)
+
+    def measure(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Measurement:
+        """Rectify ``maps`` ``[B, N, 2]`` (:meth:`check`), then model the latency of the
+        rectified maps."""
+        c = self.check(maps)
+        latency_s = self.costs.latency_fs(c.rectified) / FS_PER_S
+        return Measurement(c.rectified, c.valid, c.reassigned_ratio, latency_s)
 
     @property
     def description_names(self) -> list[str]:
