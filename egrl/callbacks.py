@@ -195,7 +195,13 @@ class BestMapFile(Callback):
             return
         reading = best_reading(agent)
         found = getattr(agent, "confirmation", None)
-        answer = reading if found is None else confirmed_answer(found, agent.env)
+        answer, confirmation = reading, {}
+        if found is not None:
+            answer = confirmed_answer(found, agent.env)
+            confirmation = {
+                "best_reading": reading,
+                "confirmed": found.summary(agent.env.mapping_to_dict),
+            }
         RunDir(agent.run_dir).write_best_map(
             {
                 "agent": agent.name,
@@ -208,10 +214,7 @@ class BestMapFile(Callback):
                 "baseline_latency_s": agent.env.baseline_latency_s,
                 "mapping": answer["mapping"],
                 **agent.ledger.evaluation_log.best_by_value(),
-                **({} if found is None else {"best_reading": reading}),
-                **(
-                    {} if found is None else {"confirmed": found.summary(agent.env.mapping_to_dict)}
-                ),
+                **confirmation,
                 **agent.best_extras(),
             }
         )

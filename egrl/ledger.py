@@ -113,8 +113,7 @@ class Tally:
 
 def make_buffer(env: Env, capacity: int) -> ReplayBuffer:
     """An empty buffer of ``capacity`` (at least 1) answered maps of ``env`` (the run's
-    archive, EGRL's replay buffer); once full,
-    each new map overwrites the oldest."""
+    archive, EGRL's replay buffer); once full, each new map overwrites the oldest."""
     return ReplayBuffer(max(int(capacity), 1), env.num_units, env.num_heads)
 
 
@@ -212,8 +211,8 @@ class Ledger:
     # ----------------------------------------------------------------- budget
     @property
     def remaining(self) -> int:
-        """Maps the budget still pays for (its board runs left over :attr:`readings` per
-        map), maps in flight counted as paid."""
+        """Maps the budget still pays for (its board runs left over
+        :attr:`readings_per_map`), maps in flight counted as paid."""
         return (self.budget - self.iterations) // self.readings_per_map - self.dispatcher.in_flight
 
     @property
@@ -344,7 +343,7 @@ class Ledger:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One paid reading of each map of a batch ``[B, N, H]`` on this process's target,
         past the measure cache (a map it knows is read again): a noisy target's
-        confirmation (:mod:`egrl.confirm`). Counted (``readings`` board runs each) and
+        confirmation (:mod:`egrl.confirm`). Counted (``readings_per_map`` board runs each) and
         logged in ``evaluations.csv``, not added to the archive or the best (which keep the
         search's readings).
 

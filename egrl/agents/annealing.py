@@ -156,12 +156,7 @@ class SimulatedAnnealing(SearchAgent):
             else np.repeat(self.current, self.ledger.pool, 0)
         )
         with self.timer("evolution"):
-            proposals = neighbours(
-                current,
-                self.env.num_choices,
-                self.options.moves,
-                self.rng,
-            )
+            proposals = neighbours(current, self.env.num_choices, self.options.moves, self.rng)
         if self.ledger.screen is not None:
             pools = proposals.reshape(len(self.current), self.ledger.pool, *proposals.shape[1:])
             if self.searching:

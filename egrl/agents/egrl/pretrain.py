@@ -261,16 +261,17 @@ class MultiWorkloadPretrainer(EGRLAgent):
 
     @contextmanager
     def on_workload(self, name: str) -> Iterator[None]:
-        """Act and measure on workload ``name`` (its ledger, environment, graph and replay
-        buffer are the agent's); back to the home workload's after."""
-        home = self.home
-        self.ledger, self.env = self.ledgers[name], self.envs[name]
-        self.graph, self.buffer = self.graphs[name], self.buffers[name]
+        """Act and measure on workload ``name``; back to the home workload's after."""
+        self._use(name)
         try:
             yield
         finally:
-            self.ledger, self.env = self.ledgers[home], self.envs[home]
-            self.graph, self.buffer = self.graphs[home], self.buffers[home]
+            self._use(self.home)
+
+    def _use(self, name: str) -> None:
+        """Make workload ``name``'s ledger, environment, graph and replay buffer the agent's."""
+        self.ledger, self.env = self.ledgers[name], self.envs[name]
+        self.graph, self.buffer = self.graphs[name], self.buffers[name]
 
     # -------------------------------------------------------------- generation
     def step(self) -> dict:
