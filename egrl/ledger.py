@@ -15,6 +15,9 @@ answers back and books each one:
 - the learned screen, if any, learns from the paid maps that were measured;
 - ``evaluations.csv`` gets every answered map (with ``record_evaluations``).
 
+:meth:`Ledger.check` asks the target's compiler alone which maps it accepts (no board run,
+never paid): counted in :attr:`Ledger.checks` and timed in its own phase.
+
 :meth:`Ledger.evaluate` is submit-and-wait. The ledger knows nothing of generations or
 policies: the clock it stamps the archive with is given to it. What an agent keeps of the
 answers (EGRL's replay buffer) it takes from what :meth:`Ledger.collect` returns. The
@@ -38,6 +41,7 @@ from egrl.measure_cache import MeasureCache
 from egrl.replay import ReplayBuffer
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
+from hwmodels.base import Check
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,8 @@ PHASES = ("inference", "evaluation", "learner", "evolution")
 #: the phase of a screening run spent fitting its model and choosing candidates; its
 #: column comes after the other timings
 SCREEN_PHASE = "screening"
+#: the phase spent asking the target's compiler alone (:meth:`Ledger.check`)
+CHECK_PHASE = "check"
 
 
 @dataclass
@@ -207,6 +213,10 @@ class Ledger:
         self.batch: list[Evaluation] = []
         self.dispatcher: Dispatcher | None = None
         self.use_runtime(LocalRuntime(env.measure))
+        #: maps the target's compiler was asked about alone (:meth:`check`), never paid
+        self.checks = 0
+        #: why :meth:`check` answers None (the target cannot be asked), once known
+        self.unchecked: str | None = None
 
     # ----------------------------------------------------------------- budget
     @property
@@ -338,6 +348,33 @@ class Ledger:
         self.batch.append(ev)
         return ev
 
+    def check(self, maps) -> Check | None:
+        """The target's compiler alone on a batch ``[B, N, H]`` (``Target.check``): which
+        maps it accepts as they are and its repair of the others. Counted in
+        :attr:`checks`, timed as :data:`CHECK_PHASE`, never paid.
+
+        Returns None when the target cannot be asked (no compiler of its own, or a chip
+        that refused the request); why is logged once and kept in :attr:`unchecked`.
+        """
+        batch = self.env.check_maps(maps)
+        if self.unchecked is None and not self.env.target.checks:
+            self._unchecked(f"{type(self.env.target).__name__} has no compiler to ask alone")
+        if self.unchecked is not None:
+            return None
+        self.timer.totals.setdefault(CHECK_PHASE, 0.0)
+        try:
+            with self.timer(CHECK_PHASE):
+                found = self.env.target.check(batch)
+        except NotImplementedError as exc:  # a chip that refuses check requests
+            self._unchecked(str(exc))
+            return None
+        self.checks += len(batch)
+        return found
+
+    def _unchecked(self, why: str) -> None:
+        self.unchecked = why
+        log.info("maps are checked by the model alone: %s", why)
+
     def read_again(
         self, maps, source: str = "confirm"
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -419,6 +456,7 @@ class Ledger:
             "proposals": self.proposals,
             "paid_maps": self.paid_maps,
             "failed_maps": self.failed_maps,
+            "checks": self.checks,
             "best": self.best.state_dict(),
             "archive": self.archive.state_dict(),
             "cache": self.cache.state_dict(),
@@ -435,6 +473,7 @@ class Ledger:
         self.iterations = int(state["iterations"])
         self.proposals = int(state.get("proposals", self.iterations))
         self.failed_maps = int(state.get("failed_maps", 0))
+        self.checks = int(state.get("checks", 0))
         self.paid_maps = int(state.get("paid_maps", self.iterations // self.readings_per_map))
         self.best = Best(**state["best"])
         self.archive.load_state_dict(archive_state(state))

@@ -101,6 +101,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--no-baseline", action="store_true", help="answer the baseline request with an error"
     )
+    p.add_argument("--no-check", action="store_true", help="answer the check request with an error")
     args = p.parse_args(argv)
     if args.noise_cv < 0:
         p.error(f"--noise-cv {args.noise_cv} is invalid: expected >= 0")
@@ -242,17 +243,24 @@ class Chip:
         weights = self.weight[w_level == llc].sum()
         return np.minimum((np.cumsum(held)[: self.n] + weights) / self.llc_capacity, 1.0)
 
-    def evaluate(self, maps: np.ndarray) -> dict:
-        """The ``evaluate`` answer for maps ``[B, N, 2]``."""
-        answer: dict[str, list] = {"latency_s": [], "valid": [], "rectified": []}
-        answer["reassigned_bytes"] = []
+    def check(self, maps: np.ndarray) -> dict:
+        """The ``check`` answer for maps ``[B, N, 2]``: the compiler alone, nothing run."""
+        answer: dict[str, list] = {"valid": [], "rectified": [], "reassigned_bytes": []}
         for mapping in maps:
             placed, demoted = self.compile(mapping)
-            valid = demoted == 0
-            answer["valid"].append(bool(valid))
-            answer["latency_s"].append(self.latency(placed) if valid else None)
+            answer["valid"].append(bool(demoted == 0))
             answer["rectified"].append(placed.tolist())
             answer["reassigned_bytes"].append(demoted)
+        return answer
+
+    def evaluate(self, maps: np.ndarray) -> dict:
+        """The ``evaluate`` answer for maps ``[B, N, 2]``: the ``check`` answer, and the
+        latency of each valid map (invalid maps are not run: ``null``)."""
+        answer = self.check(maps)
+        answer["latency_s"] = [
+            self.latency(np.asarray(placed)) if valid else None
+            for placed, valid in zip(answer["rectified"], answer["valid"])
+        ]
         return answer
 
     def baseline(self) -> dict:
@@ -307,6 +315,8 @@ def answer(request: dict, args: argparse.Namespace) -> dict:
         return reply
     if request["request"] == "baseline" and not args.no_baseline:
         return chip.baseline()
+    if request["request"] == "check" and not args.no_check:
+        return chip.check(np.asarray(request["maps"], dtype=np.int64))
     raise ValueError(f"unsupported request {request['request']!r}")
 
 

@@ -7,8 +7,9 @@
 
 The command speaks the ``egrl-external/1`` protocol (``docs/external.md``): it is run
 once per chunk of maps, reads one JSON request on stdin and prints one JSON answer on
-stdout. Two requests exist: ``evaluate`` (compile and run a batch of maps) and
-``baseline`` (the chip compiler's own map). The workload is written once, at bind
+stdout. Three requests exist: ``evaluate`` (compile and run a batch of maps),
+``baseline`` (the chip compiler's own map) and, optionally, ``check`` (the compiler
+alone: which maps it accepts and its repair of the others, no board run). The workload is written once, at bind
 time, to a JSON file whose path every request carries (or, with
 ``inline_workload=True``, it rides inside every request).
 
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from hwmodels import register
-from hwmodels.base import HardwareModel, Measurement, Target, workload_graph
+from hwmodels.base import Check, HardwareModel, Measurement, Target, workload_graph
 from workloads.ir import Workload
 
 if TYPE_CHECKING:
@@ -97,6 +98,16 @@ class ExternalEvaluatorError(RuntimeError):
 
 class _CallFailed(Exception):
     """One attempt failed; the message says why (internal, triggers a retry)."""
+
+
+class _Refused(_CallFailed):
+    """The command exited non-zero or answered ``{"error": ...}``: it refused the request
+    (a ``check`` request so refused is not asked again)."""
+
+
+class CheckRefused(NotImplementedError):
+    """The chip answered a ``check`` request with an error: its maps are checked by the
+    model alone for the rest of the run (:meth:`ExternalTarget.check`)."""
 
 
 # --------------------------------------------------------------------------- process
@@ -170,10 +181,21 @@ def _run_command(
         _drain(proc)
         raise
     if proc.returncode != 0:
-        raise _CallFailed(f"exit code {proc.returncode}; stderr tail: {_tail(err)}")
+        raise _Refused(f"exit code {proc.returncode}{_said(out)}; stderr tail: {_tail(err)}")
     if err.strip():
         log.debug("external command stderr: %s", _tail(err))
     return out
+
+
+def _said(stdout: str) -> str:
+    """``", answered with an error: ..."`` when ``stdout`` holds a JSON error answer."""
+    try:
+        answer = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
+    except json.JSONDecodeError:
+        return ""
+    if isinstance(answer, dict) and "error" in answer:
+        return f", answered with an error: {answer['error']}"
+    return ""
 
 
 def _parse_answer(stdout: str) -> dict:
@@ -200,7 +222,7 @@ def _parse_answer(stdout: str) -> dict:
     if not isinstance(answer, dict):
         raise _CallFailed(f"answer is a JSON {type(answer).__name__}, expected an object")
     if "error" in answer:
-        raise _CallFailed(f"answered with an error: {answer['error']}")
+        raise _Refused(f"answered with an error: {answer['error']}")
     if answer.get("protocol", PROTOCOL) != PROTOCOL:
         raise _CallFailed(f"answered protocol {answer['protocol']!r}, expected {PROTOCOL!r}")
     return answer
@@ -278,6 +300,8 @@ class ExternalTarget(Target):
         self.unit_names = list(workload.node_names)
         self._num_choices = np.array([len(c) for c in self.heads.values()], dtype=np.int64)
         self._native: np.ndarray | None = None
+        #: why the chip refused a ``check`` request (None: not refused); then never asked again
+        self.check_refused: str | None = None
         self.workload_path: Path | None = None
         data = workload.to_dict()
         text = json.dumps(data, separators=(",", ":"))
@@ -304,7 +328,7 @@ class ExternalTarget(Target):
         return workload_graph(self.workload)
 
     def request(self, kind: str, **fields) -> dict:
-        """A protocol request of ``kind`` (``"evaluate"`` or ``"baseline"``)."""
+        """A protocol request of ``kind`` (``"evaluate"``, ``"baseline"`` or ``"check"``)."""
         return {
             "protocol": PROTOCOL,
             "request": kind,
@@ -326,17 +350,27 @@ class ExternalTarget(Target):
         )
         return result
 
-    def _call(self, request: dict, parse: Callable[[dict], T], attempts: int, where: str) -> T:
+    def _call(
+        self,
+        request: dict,
+        parse: Callable[[dict], T],
+        attempts: int,
+        where: str,
+        refusable: bool = False,
+    ) -> T:
         """:meth:`_attempt` up to ``attempts`` times.
 
         Raises:
             ExternalEvaluatorError: every attempt failed (no ``partial`` set).
+            _Refused: with ``refusable``, the command refused the request (not retried).
         """
         problems: list[str] = []
         for attempt in range(1, attempts + 1):
             try:
                 return self._attempt(request, parse)
             except _CallFailed as exc:
+                if refusable and isinstance(exc, _Refused):
+                    raise
                 problems.append(f"attempt {attempt}/{attempts}: {exc}")
                 log.warning(
                     "external command %s, %s failed: %s", self.model.command, where, problems[-1]
@@ -437,6 +471,18 @@ class ExternalTarget(Target):
         if bad.any():
             i = int(np.argmax(bad))
             raise _CallFailed(f"map {i} is valid but its latency_s is {latency[i]} (NaN/null/<= 0)")
+        return Measurement(**vars(self.parse_check(answer, maps)), latency_s=latency)
+
+    def parse_check(self, answer: dict, maps: np.ndarray) -> Check:
+        """The :class:`~hwmodels.base.Check` of ``maps`` ``[B, N, H]`` from a ``check``
+        answer (or the compiler's part of an ``evaluate`` answer): ``valid``, and
+        ``rectified`` and ``reassigned_*`` where given (defaults as in ``evaluate``).
+
+        Raises:
+            _CallFailed: ``valid`` is missing or malformed, a rectified map is malformed or
+                changes a valid map.
+        """
+        valid = _parse_valid(answer, len(maps))
         if "rectified" in answer:
             rectified = _parse_choices(answer["rectified"], maps.shape, "'rectified'")
             problem = self._range_problem(rectified, "rectified map")
@@ -449,11 +495,10 @@ class ExternalTarget(Target):
                 )
         else:
             rectified = np.where(valid[:, None, None], maps, self.fallback_mapping()[None])
-        return Measurement(
+        return Check(
             rectified=rectified.astype(np.int64),
             valid=valid,
             reassigned_ratio=self._reassigned(answer, valid),
-            latency_s=latency,
         )
 
     def measure(self, maps, probs=None) -> Measurement:
@@ -566,6 +611,56 @@ class ExternalTarget(Target):
                 )
                 raise
         return self._concat(done)
+
+    # ------------------------------------------------------------------ checking
+    @property
+    def checks(self) -> bool:
+        """The chip may be asked ``check`` requests: it has not refused one."""
+        return self.check_refused is None
+
+    def check(self, maps, probs=None) -> Check:
+        """The chip's compiler alone on ``maps`` int ``[B, N, H]`` (``check`` requests, in
+        chunks of ``batch_size``; no board run, nothing counted against a budget).
+
+        A chip that refuses the request (answers ``{"error": ...}`` or exits non-zero) is
+        not asked again in this run: the refusal is logged once and every later call
+        raises :class:`CheckRefused` at once.
+
+        Raises:
+            CheckRefused: the chip refused a ``check`` request (now or before).
+            ExternalEvaluatorError: a chunk's answer was malformed, or the command timed
+                out, on every attempt (the message as for ``evaluate``).
+        """
+        if self.check_refused is not None:
+            raise CheckRefused(self.check_refused)
+        maps = self._check_maps(maps)
+        size = self.model.batch_size or max(len(maps), 1)
+        parts: list[Check] = []
+        for index, start in enumerate(range(0, len(maps), size)):
+            chunk = maps[start : start + size]
+            request = self.request("check", batch_index=index, maps=chunk.tolist())
+            where = f"check chunk {index} (maps {start}..{start + len(chunk) - 1} of {len(maps)})"
+            try:
+                parts.append(
+                    self._call(
+                        request,
+                        lambda a, c=chunk: self.parse_check(a, c),
+                        self.model.retries + 1,
+                        where,
+                        refusable=True,
+                    )
+                )
+            except _Refused as exc:
+                self.check_refused = (
+                    f"external command {self.model.command} refused the check request ({exc}); "
+                    "its maps are checked by the model alone for the rest of the run"
+                )
+                log.warning("%s", self.check_refused)
+                raise CheckRefused(self.check_refused) from None
+        if not parts:
+            n, h = self.num_units, len(self.heads)
+            return Check(np.zeros((0, n, h), np.int64), np.zeros(0, bool), np.zeros(0))
+        return Check(*(np.concatenate([getattr(p, f) for p in parts]) for f in vars(parts[0])))
 
     def _concat(self, parts: list[Measurement]) -> Measurement:
         n, h = self.num_units, len(self.heads)

@@ -556,3 +556,56 @@ def test_the_budget_counts_board_runs_when_a_map_is_read_several_times(tmp_path)
     assert read == 9
     assert [r["iterations"] for r in agent.rows] == [6, 9]
     assert [r["paid_maps"] for r in agent.rows] == [2, 3] and "paid_maps" in agent.columns
+
+
+# ------------------------------------------------------------------ check requests
+@pytest.mark.slow
+def test_check_is_the_compiler_of_evaluate_without_a_board_run(maps):
+    target = chip_target()
+    c, m = target.check(maps), target.measure(maps)
+    assert c.valid.tolist() == m.valid.tolist() == [True, False, True]
+    np.testing.assert_array_equal(c.rectified, m.rectified)
+    np.testing.assert_array_equal(c.reassigned_ratio, m.reassigned_ratio)
+    assert target.checks
+
+
+@pytest.mark.slow
+def test_check_without_rectified_maps_repairs_to_the_fallback(maps):
+    target = answer_target({"valid": [True, False, True]})
+    c = target.check(maps)
+    np.testing.assert_array_equal(c.rectified[1], target.fallback_mapping())
+    assert c.reassigned_ratio.tolist() == [0.0, 1.0, 0.0]
+
+
+@pytest.mark.slow
+def test_a_chip_that_refuses_check_is_asked_once_and_logged(tmp_path, maps, caplog):
+    log = tmp_path / "requests.log"
+    env = {"CHIP": CHIP, "LOG": str(log)}
+    wrapper = script(tmp_path, "wrapper.py", WRAPPER)
+    target = ExternalModel([PY, wrapper, *CHIP_ARGS, "--no-check"], env=env).bind(tiny_workload())
+    with caplog.at_level(logging.WARNING, logger="hwmodels.external"):
+        for _ in range(3):
+            with pytest.raises(NotImplementedError, match="refused the check request"):
+                target.check(maps)
+    asked = [json.loads(line)[0] for line in log.read_text().splitlines()]
+    assert asked == ["check"]  # never retried, never asked again
+    assert not target.checks
+    assert sum("refused the check request" in r.message for r in caplog.records) == 1
+    assert "unsupported request 'check'" in target.check_refused  # the chip's own words
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ({"valid": [True, True]}, r"'valid' must be a list of 3"),
+        ({"valid": [True, False, "no"]}, r"JSON booleans; map 2 has 'no'"),
+        (
+            {"valid": [True] * 3, "rectified": [[[0, 0]] * 4] * 3},
+            r"map 1 is valid but its rectified map differs",
+        ),
+    ],
+)
+@pytest.mark.slow
+def test_a_malformed_check_answer_is_named_as_for_evaluate(maps, answer, problem):
+    with pytest.raises(ExternalEvaluatorError, match=rf"failed on check chunk 0 .*{problem}"):
+        answer_target(answer).check(maps)

@@ -82,7 +82,7 @@ def test_measure_gives_the_documented_shapes(env):
 
 
 #: the built-in targets whose compiler can be asked alone (``Target.check``)
-CHECKING = {"nnpi", "mcm", "mcm-sample", "banked"}
+CHECKING = {"nnpi", "mcm", "mcm-sample", "banked", "external"}
 
 
 def test_the_built_in_compilers_can_be_asked_alone(env, request):

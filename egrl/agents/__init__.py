@@ -33,6 +33,7 @@ _BUILTIN_MODULES = (
     "egrl.agents.greedy_dp",
     "egrl.agents.annealing",
     "egrl.agents.genetic",
+    "egrl.agents.mbo.agent",
     "egrl.agents.nevergrad_search",
     "egrl.agents.optuna_search",
     "egrl.agents.smac_search",

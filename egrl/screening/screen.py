@@ -256,6 +256,11 @@ class Screen:
         if new:
             self.observe(rows[new], np.asarray(rewards)[new])
 
+    def is_paid(self, maps: np.ndarray) -> np.ndarray:
+        """bool ``[P]``: a measurement of each map int ``[P, N, H]`` is among the observed."""
+        rows = np.asarray(maps).astype(np.int16)
+        return np.array([m.tobytes() in self._paid for m in rows], dtype=bool)
+
     def value(self, candidates: np.ndarray) -> np.ndarray:
         """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the
         measured reward of a map paid for (with ``acquisition=ei`` its improvement over

@@ -1,0 +1,277 @@
+"""Model-based optimisation (``agent=mbo``): the model searches as deeply as an autotuner's,
+with every searcher's moves, on maps the compiler accepts; the board confirms.
+
+One generation is one round:
+
+1. the screen's model is refitted on every paid reading (the base does it before the
+   step: ``screen=forest`` by default, ``gnn`` selectable; ``screen.init_from`` adds earlier
+   runs of the chip, so that the first round already searches a model);
+2. the searchers (:mod:`egrl.agents.mbo.searchers`: EA's, GA's and SA's moves) restart from
+   the best paid maps (at most ``elites`` of the starts) and fresh maps, and run ``steps``
+   steps in lock-step, about ``depth`` model calls in all, each searcher's share of them
+   given by the bandit (:mod:`egrl.agents.mbo.bandit`);
+3. every map the search makes goes through the target's compiler first (``Target.check``,
+   with ``check``): the search keeps the map as the compiler would run it, its repair if
+   refused, so that the model only ever scores, and the board only ever runs, maps the
+   compiler accepts. A target that cannot be asked is checked by the model alone;
+4. the model scores the maps by the screen's acquisition (``screen.kappa``,
+   ``screen.acquisition``; a paid map by its measured reward); maps farther than
+   ``trust_radius`` entries from every one of the best paid maps score ``-inf``;
+5. the round pays a batch of ``batch`` unseen maps: the best by the model, except a share
+   ``screen.explore`` drawn at random from the rest of what the search visited;
+6. the bandit learns which searcher found the maps that paid off.
+
+Before the model exists (fewer than the screen's warmup or minimum of readings), a round
+pays fresh maps the compiler accepts (and the compiler's own map, which is free).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from egrl.agents import register_agent
+from egrl.agents.annealing import neighbours
+from egrl.agents.base import SCREEN_PHASE, SearchAgent
+from egrl.agents.mbo.bandit import SearcherBandit
+from egrl.agents.mbo.searchers import SEARCHERS
+from egrl.agents.options import option_error, parse_options
+from egrl.config import TrainConfig
+from egrl.env import Env
+from egrl.ledger import CHECK_PHASE
+from egrl.screening.base import AUTO
+from egrl.validation import ConfigError
+
+
+@dataclass(frozen=True)
+class MBOOptions:
+    """Parameters of ``agent=mbo`` (``configs/agent/mbo.yaml``).
+
+    Attributes:
+        depth: model calls per round (per paid batch), the starts included, >= 1.
+        batch: maps paid per round, >= 1.
+        steps: lock-step moves of the searchers per round, >= 1.
+        searchers: names of :data:`~egrl.agents.mbo.searchers.SEARCHERS`, at least one.
+        elites: the largest share of a searcher's starts taken from the best paid maps,
+            in ``[0, 1]``; the rest are fresh maps.
+        check: ask the target's compiler about every map the search makes (``False``:
+            the model alone).
+        trust_radius: None, or the most (unit, head) entries a scored map may differ in
+            from the nearest of the best paid maps.
+        min_share: the least share of the model calls a searcher gets each round.
+        discount: the weight of past rounds in the bandit's counts, in ``(0, 1]``.
+    """
+
+    depth: int = 1000
+    batch: int = 20
+    steps: int = 10
+    searchers: list[str] = field(default_factory=lambda: ["ea", "ga", "sa"])
+    elites: float = 0.2
+    check: bool = True
+    trust_radius: int | None = None
+    min_share: float = 0.1
+    discount: float = 0.8
+
+
+def check_options(o: MBOOptions, cfg: TrainConfig) -> None:
+    """Raise :class:`~egrl.validation.ConfigError` (one line, naming the key and what is
+    allowed) for a bad option or a screen ``agent=mbo`` cannot search."""
+    name = "mbo"
+    for key in ("depth", "batch", "steps"):
+        value = getattr(o, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise option_error(name, f"option {key} must be an integer >= 1, got {value!r}")
+    unknown = [s for s in o.searchers if s not in SEARCHERS]
+    if unknown or not o.searchers:
+        raise option_error(
+            name,
+            f"option searchers={list(o.searchers)} is invalid: expected a non-empty list of "
+            f"{sorted(SEARCHERS)}",
+        )
+    if not 0 <= o.elites <= 1:
+        raise option_error(name, f"option elites must be in [0, 1], got {o.elites!r}")
+    if o.trust_radius is not None and not int(o.trust_radius) >= 1:
+        raise option_error(name, f"option trust_radius must be >= 1 or null, got {o.trust_radius}")
+    if not 0 <= o.min_share <= 1 / len(o.searchers):
+        raise option_error(
+            name, f"option min_share must be in [0, 1/{len(o.searchers)}], got {o.min_share!r}"
+        )
+    if not 0 < o.discount <= 1:
+        raise option_error(name, f"option discount must be in (0, 1], got {o.discount!r}")
+    if cfg.screen.name == "none":
+        raise ConfigError(
+            ["screen=none is invalid for agent 'mbo': it searches a model (screen=forest|gnn)"]
+        )
+    if cfg.screen.search not in (AUTO, 0):
+        raise ConfigError(
+            [
+                f"screen.search={cfg.screen.search} is invalid for agent 'mbo': its depth of "
+                "search is agent.depth (model calls per paid batch)"
+            ]
+        )
+
+
+@register_agent("mbo")
+class ModelBasedAgent(SearchAgent):
+    """Model-based optimisation over every searcher (see the module docstring)."""
+
+    screens = True
+
+    def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
+        o = self.options = parse_options(MBOOptions, cfg)
+        check_options(o, cfg)
+        target = env.target
+        if not target.checks and not target.description_names and cfg.screen.prior is None:
+            raise ConfigError(
+                [
+                    f"agent=mbo is invalid on {type(target).__name__}: the target neither "
+                    "describes its maps nor has a compiler to ask (a game: agent=muzero)"
+                ]
+            )
+        super().__init__(env, cfg, run_dir)
+        self.searcher_names = list(o.searchers)
+        self.bandit = SearcherBandit(self.searcher_names, o.min_share, o.discount)
+        #: maps the model scored so far
+        self.model_calls = 0
+        self.extra_columns = (
+            "model_calls",
+            "checks",
+            *(f"share_{s}" for s in self.searcher_names),
+            f"t_{CHECK_PHASE}",
+        )
+        self.timer.totals.setdefault(CHECK_PHASE, 0.0)
+
+    # ------------------------------------------------------------------ round
+    def step(self) -> dict:
+        screen = self.ledger.screen
+        shares = self.bandit.shares()
+        if screen.active:
+            maps, owners = self._search(shares)
+        else:
+            maps, owners = self._fresh_batch()
+        best_before = screen.best_paid()
+        ev = self.ledger.evaluate(maps, "mbo")
+        if screen.active:
+            self.bandit.update(owners[: len(ev)], np.asarray(ev.reward, np.float64), best_before)
+        row = {"model_calls": self.model_calls, "checks": self.ledger.checks}
+        return row | {f"share_{s}": float(v) for s, v in zip(self.searcher_names, shares)}
+
+    def _search(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One round of model search: the maps to pay ``[B, N, H]`` and the searcher that
+        found each, int64 ``[B]``."""
+        o = self.options
+        width = max(len(self.searcher_names), o.depth // (o.steps + 1))
+        counts = np.maximum(2, np.round(shares * width).astype(np.int64))
+        starts = np.concatenate([self._starts(int(c)) for c in counts])
+        maps, values = self._score(starts)
+        owner = np.repeat(np.arange(len(counts)), counts)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        searchers = [
+            SEARCHERS[name](maps[a:b], values[a:b], self.env.num_choices, o.steps)
+            for name, a, b in zip(self.searcher_names, bounds[:-1], bounds[1:])
+        ]
+        visited = [(maps, values, owner)]
+        for _ in range(o.steps):
+            asked = np.concatenate([s.ask(self.rng) for s in searchers])
+            maps, values = self._score(asked)
+            for s, a, b in zip(searchers, bounds[:-1], bounds[1:]):
+                s.tell(maps[a:b], values[a:b], self.rng)
+            visited.append((maps, values, owner))
+        with self.timer(SCREEN_PHASE):
+            return self._pick(*(np.concatenate(parts) for parts in zip(*visited)))
+
+    def _starts(self, count: int) -> np.ndarray:
+        """int64 ``[count, N, H]``: the best paid maps (at most ``elites`` of them, distinct)
+        and fresh maps (random; with a trust region, random neighbours of the best)."""
+        best = self._best_paid(int(math.floor(self.options.elites * count)))
+        fresh = count - len(best)
+        radius = self.options.trust_radius
+        if radius is not None and len(best):
+            pick = self.rng.integers(0, len(best), size=fresh)
+            moves = min(int(radius), self.env.num_units * self.env.num_heads)
+            near = neighbours(best[pick], self.env.num_choices, moves, self.rng)
+            return np.concatenate([best, near])
+        return np.concatenate([best, self.env.random_mappings(fresh, self.rng)])
+
+    def _best_paid(self, count: int) -> np.ndarray:
+        """int64 ``[<= count, N, H]``: the distinct paid maps with the best readings."""
+        shape = (0, self.env.num_units, self.env.num_heads)
+        maps, rewards = self.ledger.screen.training_data()
+        if count <= 0 or not len(rewards):
+            return np.zeros(shape, dtype=np.int64)
+        order = np.argsort(-rewards, kind="stable")
+        _, first = np.unique(maps[order].reshape(len(order), -1), axis=0, return_index=True)
+        return maps[order[np.sort(first)[:count]]].astype(np.int64)
+
+    def _accepted(self, maps: np.ndarray) -> np.ndarray:
+        """``maps`` ``[P, N, H]`` as the compiler would run them (its repair of the ones it
+        refuses); unchanged without ``check`` or a target to ask."""
+        if not self.options.check:
+            return maps
+        found = self.ledger.check(maps)
+        return maps if found is None else np.asarray(found.rectified, dtype=np.int64)
+
+    def _score(self, maps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The maps as the compiler runs them ``[P, N, H]`` and their values float64 ``[P]``
+        (the screen's :meth:`~egrl.screening.screen.Screen.value`; ``-inf`` outside the
+        trust region)."""
+        maps = self._accepted(maps)
+        with self.timer(SCREEN_PHASE):
+            values = self.ledger.screen.value(maps)
+            radius = self.options.trust_radius
+            if radius is not None:
+                values = np.where(self._distance(maps) <= radius, values, -np.inf)
+        self.model_calls += len(maps)
+        return maps, values
+
+    def _distance(self, maps: np.ndarray) -> np.ndarray:
+        """int64 ``[P]``: entries each map differs in from the nearest of the best paid maps
+        (0 before any is paid)."""
+        best = self._best_paid(max(1, len(self.searcher_names)))
+        if not len(best):
+            return np.zeros(len(maps), dtype=np.int64)
+        flat, anchors = maps.reshape(len(maps), -1), best.reshape(len(best), -1)
+        return (flat[:, None, :] != anchors[None]).sum(axis=2).min(axis=1)
+
+    def _pick(
+        self, maps: np.ndarray, values: np.ndarray, owners: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The batch to pay from what the search visited (``maps`` ``[V, N, H]``,
+        ``values`` ``[V]``, ``owners`` ``[V]``): distinct maps neither paid nor known to the
+        measure cache, the best by value, and a share ``screen.explore`` at random from the
+        rest (rounded at random); each with the searcher that visited it first."""
+        screen = self.ledger.screen
+        keys = [m.tobytes() for m in maps.astype(np.int16)]
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        rows = np.array(sorted(first.values()), dtype=np.int64)
+        rows = rows[~screen.is_paid(maps[rows]) & ~screen.known(maps[rows])]
+        rows = rows[np.isfinite(values[rows])]
+        batch = min(self.options.batch, self.ledger.remaining, len(rows))
+        share = screen.config.explore * batch
+        explore = int(share) + int(self.rng.random() < share - int(share))
+        order = rows[np.argsort(-values[rows], kind="stable")]
+        top, rest = order[: batch - explore], order[batch - explore :]
+        drawn = self.rng.choice(rest, size=min(explore, len(rest)), replace=False)
+        chosen = np.concatenate([top, drawn]).astype(np.int64)
+        return maps[chosen], owners[chosen]
+
+    def _fresh_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Before there is a model: the compiler's map (free) and fresh maps the compiler
+        accepts, ``batch`` of them; no searcher owns them (-1)."""
+        count = min(self.options.batch, max(self.ledger.remaining, 0))
+        fresh = self._accepted(self.env.random_mappings(count, self.rng))
+        maps = np.concatenate([self.env.baseline_mapping[None], fresh])
+        return maps, np.full(len(maps), -1, dtype=np.int64)
+
+    # ------------------------------------------------------------ checkpoints
+    def agent_state(self) -> dict:
+        return {"bandit": self.bandit.state_dict(), "model_calls": self.model_calls}
+
+    def load_agent_state(self, state: dict) -> None:
+        self.bandit.load_state_dict(state["bandit"])
+        self.model_calls = int(state["model_calls"])

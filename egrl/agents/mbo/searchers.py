@@ -1,0 +1,162 @@
+"""The searchers model-based optimisation runs on the cost model: the toolkit's own moves.
+
+Each searcher is the variation of one of the toolkit's agents, on integer maps ``[P, N, H]``
+and asked and told in lock-step (like an ask-and-tell optimiser), so that a round of
+model search makes one call of the compiler and one of the model per step for all of them:
+
+- ``ea``: EGRL's evolutionary moves on maps: tournament parents, single-point crossover over
+  the decision units (as :func:`populations.boltzmann_ops.crossover_nodes` crosses
+  chromosomes), each unit's choice of each head redrawn with a small probability, and the
+  best of parents and children kept (elitist);
+- ``ga``: the GA agent's breeding (DEAP's ``eaSimple`` with elites, as
+  :mod:`egrl.agents.genetic`): tournament of 3, two-point crossover of the flattened map
+  with probability 0.5, uniform integer mutation with probability 0.5 (each gene
+  ``1 / (N H)``), the best individual kept;
+- ``sa``: the SA agent's chains (:mod:`egrl.agents.annealing`): one neighbour per chain
+  (two entries changed), accepted by the Metropolis rule on a geometric temperature
+  schedule that runs its course within the round.
+
+A searcher starts from ``[P, N, H]`` maps and their values, proposes ``P`` maps per step
+(:meth:`Searcher.ask`) and is told what the model says of them (:meth:`Searcher.tell`):
+the maps as the compiler would run them (its repair) and their values. Values are
+maximised; ``-inf`` marks a map the search must not keep (outside a trust region). Add a
+searcher by registering a class in :data:`SEARCHERS`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from egrl.agents.annealing import metropolis, neighbours
+
+#: the SA searcher's temperatures at the first and last step of a round, in reward units
+#: (the SA agent's defaults)
+SA_T_START, SA_T_END = 0.02, 1e-4
+
+
+def tournament(values: np.ndarray, count: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """int64 ``[count]``: the winner of each of ``count`` tournaments of ``size`` entrants
+    drawn with replacement from ``values`` ``[P]`` (the highest value; ties: the first)."""
+    entrants = rng.integers(0, len(values), size=(count, size))
+    return entrants[np.arange(count), np.argmax(values[entrants], axis=1)]
+
+
+def redraw(maps: np.ndarray, num_choices: np.ndarray, rate: float, rng) -> np.ndarray:
+    """``maps`` ``[P, N, H]`` with each entry moved to another choice with probability
+    ``rate`` (uniform over the head's other choices)."""
+    hit = rng.random(maps.shape) < rate
+    shift = rng.integers(1, np.maximum(num_choices, 2), size=maps.shape)
+    return np.where(hit, (maps + shift) % num_choices, maps)
+
+
+class Searcher:
+    """One searcher's population and its moves (see the module docstring).
+
+    Args:
+        maps: int64 ``[P, N, H]``, the round's starts (as the compiler runs them).
+        values: float64 ``[P]``, what the model says of them.
+        num_choices: int64 ``[H]``.
+        steps: the steps this round will make (a schedule may read it).
+    """
+
+    def __init__(self, maps: np.ndarray, values: np.ndarray, num_choices, steps: int) -> None:
+        self.maps, self.values = maps.copy(), values.astype(np.float64).copy()
+        self.num_choices = np.asarray(num_choices, dtype=np.int64)
+        self.steps = max(int(steps), 1)
+        self.step = 0
+        units, heads = maps.shape[1:]
+        #: per-entry mutation probability: about two entries per map
+        self.rate = min(1.0, 2.0 / (units * heads))
+
+    def ask(self, rng: np.random.Generator) -> np.ndarray:
+        """int64 ``[P, N, H]``: the step's proposals."""
+        raise NotImplementedError
+
+    def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
+        """What the model says of the proposals (``maps`` as the compiler runs them)."""
+        raise NotImplementedError
+
+
+class EvolutionSearch(Searcher):
+    """``ea``: tournament, unit crossover, redraw, elitist survival."""
+
+    def ask(self, rng: np.random.Generator) -> np.ndarray:
+        count, units = len(self.maps), self.maps.shape[1]
+        first = tournament(self.values, count, 3, rng)
+        second = tournament(self.values, count, 3, rng)
+        cut = rng.integers(1, max(units, 2), size=count)
+        from_first = np.arange(units)[None, :] < cut[:, None]  # [P, N]
+        children = np.where(from_first[:, :, None], self.maps[first], self.maps[second])
+        return redraw(children, self.num_choices, self.rate, rng)
+
+    def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
+        pool_maps = np.concatenate([self.maps, maps])
+        pool_values = np.concatenate([self.values, values])
+        keep = np.argsort(-pool_values, kind="stable")[: len(self.maps)]
+        self.maps, self.values = pool_maps[keep], pool_values[keep]
+
+
+class GeneticSearch(Searcher):
+    """``ga``: the GA agent's generation (tournament, two-point crossover, uniform integer
+    mutation, one elite), vectorised."""
+
+    cxpb = mutpb = 0.5
+
+    def ask(self, rng: np.random.Generator) -> np.ndarray:
+        count = len(self.maps)
+        shape = self.maps.shape
+        genes = self.maps[tournament(self.values, count, 3, rng)].reshape(count, -1).copy()
+        length = genes.shape[1]
+        pairs = count // 2
+        mate = rng.random(pairs) < self.cxpb
+        low = rng.integers(1, max(length, 2), size=pairs)
+        high = rng.integers(1, max(length - 1, 2), size=pairs)
+        high = np.where(high >= low, high + 1, high)
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        span = (np.arange(length)[None] >= low[:, None]) & (np.arange(length)[None] < high[:, None])
+        swap = span & mate[:, None]  # [pairs, L]
+        a, b = genes[0 : 2 * pairs : 2], genes[1 : 2 * pairs : 2]
+        genes[0 : 2 * pairs : 2] = np.where(swap, b, a)
+        genes[1 : 2 * pairs : 2] = np.where(swap, a, b)
+        children = genes.reshape(shape)
+        mutated = rng.random(count) < self.mutpb
+        upper = np.broadcast_to(self.num_choices, shape)
+        fresh = rng.integers(0, upper)
+        hit = (rng.random(shape) < 1.0 / length) & mutated[:, None, None]
+        children = np.where(hit, fresh, children)
+        children[0] = self.maps[int(np.argmax(self.values))]  # the elite, unchanged
+        return children
+
+    def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
+        self.maps, self.values = maps.copy(), values.astype(np.float64).copy()
+
+
+class AnnealingSearch(Searcher):
+    """``sa``: Metropolis chains, one neighbour each per step, the temperature falling
+    geometrically from :data:`SA_T_START` to :data:`SA_T_END` over the round."""
+
+    moves = 2
+
+    def temperature(self) -> float:
+        frac = self.step / max(self.steps - 1, 1)
+        return SA_T_START * math.exp(frac * math.log(SA_T_END / SA_T_START))
+
+    def ask(self, rng: np.random.Generator) -> np.ndarray:
+        return neighbours(self.maps, self.num_choices, self.moves, rng)
+
+    def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
+        with np.errstate(invalid="ignore"):
+            delta = np.where(np.isneginf(values), -np.inf, values - self.values)
+        accept = metropolis(delta, self.temperature(), rng)
+        self.maps[accept], self.values[accept] = maps[accept], values[accept]
+        self.step += 1
+
+
+#: searcher names (``agent.searchers``) and their classes
+SEARCHERS: dict[str, type[Searcher]] = {
+    "ea": EvolutionSearch,
+    "ga": GeneticSearch,
+    "sa": AnnealingSearch,
+}
