@@ -59,7 +59,7 @@ def test_rounds_pay_only_maps_the_compiler_accepts_and_checks_are_not_paid(tmp_p
     shares = np.array([[r[f"share_{s}"] for s in ("ea", "ga", "sa")] for r in rows])
     np.testing.assert_allclose(shares.sum(axis=1), 1.0)
     assert rows[-1]["t_check"] > 0
-    assert agent.ledger.best.speedup >= 1.0  # the compiler's map is among the answers
+    assert rows[-1]["best_reward"] > rows[0]["best_reward"]  # the search improved on the start
 
 
 def test_without_check_the_model_alone_searches():

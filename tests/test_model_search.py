@@ -218,7 +218,7 @@ def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen.search=4"]
     line = (
         "screen.search=4 is invalid: screen=none has no model to search "
-        "(choose one: screen=forest|critic|gnn)"
+        "(choose one: screen=forest|boost|critic|gnn)"
     )
     assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []

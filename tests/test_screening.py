@@ -15,7 +15,7 @@ from egrl.cli.resume import with_screen_of_its_time
 from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.features import Featurizer, one_hot
-from egrl.screening.models import Domain, ForestModel, Measured
+from egrl.screening.models import BoostModel, Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
 from egrl.validation import ConfigError
 from tests.helpers import (
@@ -93,6 +93,22 @@ def test_forest_ranks_a_monotone_problem():
     weak, _ = fit_and_rank(x, count)
     rho, top = fit_and_rank(np.concatenate([x, count[:, None].astype(np.float32)], 1), count)
     assert weak < 0.7 and rho > 0.9 and top >= 0.7
+
+
+def test_boosted_trees_predict_above_every_reward_they_were_fitted_on():
+    """Two improvements seen apart, added: boosted stumps exceed their best training
+    reward, the forest's average of trees cannot."""
+    rng = np.random.default_rng(0)
+    maps = rng.integers(0, 2, size=(200, 10, 1))
+    maps[maps[:, 0, 0] == 1, 1, 0] = 0  # units 0 and 1 never both on choice 1
+    reward = (maps[:, 0, 0] + maps[:, 1, 0]).astype(float) + 0.01 * rng.random(200)
+    domain = SimpleNamespace(featurize=lambda m: one_hot(m, np.array([2])))
+    both = np.zeros((1, 10, 1), dtype=np.int64)
+    both[0, :2, 0] = 1
+    stumps = BoostModel(seed=0, max_leaf_nodes=2)  # an additive model of the choices
+    for model, above in ((stumps, True), (ForestModel(seed=0), False)):
+        model.fit([Measured(domain, maps, reward)])
+        assert (model.predict(domain, both)[0] > reward.max() + 0.5) == above
 
 
 def test_quality_metrics():
@@ -247,7 +263,7 @@ def test_without_screening_metrics_keep_their_columns():
 def test_screen_values_are_checked():
     bad = {"screen": {"name": "bogus", "pool": 0, "explore": 1.0, "warmup": -1}}
     assert config_problems(bad) == [
-        "screen.name=bogus is invalid: expected one of none, forest, critic, gnn",
+        "screen.name=bogus is invalid: expected one of none, forest, boost, critic, gnn",
         "screen.pool=0 is invalid: expected an integer >= 1",
         "screen.explore=1.0 is invalid: expected a number in [0, 1)",
         "screen.warmup=-1 is invalid: expected an integer >= 0",

@@ -21,7 +21,7 @@ from egrl.features import featurise
 from egrl.screening.features import Featurizer
 
 #: ``screen.name`` values: ``none`` (measure what the agent proposes) and the models
-NAMES = ("none", "forest", "critic", "gnn")
+NAMES = ("none", "forest", "boost", "critic", "gnn")
 #: models that rank with the agent's learned critic: their factory also takes ``critic``
 #: (:class:`egrl.screening.critic.LearnerCritic`), and only agents with one accept them
 CRITIC_MODELS = ("critic",)

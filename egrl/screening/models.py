@@ -12,6 +12,14 @@ choices and the target's description (:meth:`Featurizer.__call__`); fitted on se
 workloads, on what they share (:meth:`Featurizer.shared`: choice shares and the
 description). scikit-learn is imported when a forest is first built, not with this module.
 
+``boost``: gradient-boosted trees (scikit-learn's
+:class:`~sklearn.ensemble.HistGradientBoostingRegressor`), on the same features as the
+forest; with ``members: K`` (> 1) ``K`` of them with their own seeds and feature
+subsamples, whose spread is the uncertainty. A boosted model is a *sum* of trees: with
+shallow trees (``max_leaf_nodes: 2``, an additive model of the choices) it predicts a map
+better than any it was fitted on where two improvements were seen apart, which the
+forest's average of trees, never above its best training reward, cannot.
+
 ``critic``: the agent's learner's twin-Q critic (:mod:`egrl.screening.critic`); it is
 built with the critic the agent attached to its screen (:data:`CRITIC_MODELS`).
 
@@ -84,6 +92,63 @@ class ForestModel:
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 
+class BoostModel(ForestModel):
+    """Gradient-boosted trees (see the module docstring): ``members`` boosters of
+    ``iterations`` trees of at most ``max_leaf_nodes`` leaves, each split drawn from a share
+    ``max_features`` of the features; their mean predicts, their standard deviation is
+    the spread.
+
+    Args:
+        seed: the first booster's ``random_state`` (the others follow from it).
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        members: int = 4,
+        iterations: int = 200,
+        learning_rate: float = 0.1,
+        max_leaf_nodes: int = 15,
+        min_samples_leaf: int = 4,
+        max_features: float = 0.5,
+    ) -> None:
+        from sklearn.ensemble import HistGradientBoostingRegressor  # start-up time
+
+        seeds = np.random.SeedSequence([int(seed), int(members)]).generate_state(int(members))
+        self.members = [
+            HistGradientBoostingRegressor(
+                max_iter=int(iterations),
+                learning_rate=float(learning_rate),
+                max_leaf_nodes=int(max_leaf_nodes),
+                min_samples_leaf=int(min_samples_leaf),
+                max_features=float(max_features),
+                early_stopping=False,
+                random_state=int(s),
+            )
+            for s in seeds
+        ]
+        self.shared = False
+
+    def fit(self, data: Sequence[Measured]) -> None:
+        self.shared = len(data) > 1
+        X = np.concatenate([self._features(d.domain, d.maps) for d in data])
+        y = np.concatenate([d.rewards for d in data])
+        for member in self.members:
+            member.fit(X, y)
+
+    def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
+        return self.predict_with_spread(domain, maps)[0]
+
+    def predict_with_spread(
+        self, domain: Domain, maps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The boosters' mean and standard deviation for maps int ``[B, N, H]``: float64
+        ``[B]`` each."""
+        X = self._features(domain, maps)
+        each = np.stack([m.predict(X) for m in self.members]).astype(np.float64)
+        return each.mean(axis=0), each.std(axis=0)
+
+
 class Ensemble:
     """``K`` models of one kind fitted on the same data, each with its own seed: their
     mean predicts and their standard deviation is the spread (deep ensembles,
@@ -124,7 +189,12 @@ def _gnn_model(seed: int, ensemble: int = 1, **kwargs) -> CostModel:
 
 #: model name -> factory; a factory takes ``seed`` and the model's own options as keywords
 #: (:data:`egrl.screening.rules.OPTIONS`), and a model of :data:`CRITIC_MODELS` ``critic``
-MODELS: dict[str, Any] = {"forest": ForestModel, "critic": CriticModel, "gnn": _gnn_model}
+MODELS: dict[str, Any] = {
+    "forest": ForestModel,
+    "boost": BoostModel,
+    "critic": CriticModel,
+    "gnn": _gnn_model,
+}
 
 
 def build_model(

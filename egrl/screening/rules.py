@@ -35,6 +35,14 @@ OPTIONS: dict[str, dict[str, Rule]] = {
         "max_features": Rule(float, low=0, high=1, low_open=True),
         "min_samples_leaf": at_least(1),
     },
+    "boost": {
+        "members": at_least(1),
+        "iterations": at_least(1),
+        "learning_rate": positive(),
+        "max_leaf_nodes": at_least(2),
+        "min_samples_leaf": at_least(1),
+        "max_features": Rule(float, low=0, high=1, low_open=True),
+    },
     "critic": {},
     "gnn": {
         "hidden": at_least(1),

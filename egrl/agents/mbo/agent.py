@@ -22,7 +22,7 @@ One generation is one round:
 6. the bandit learns which searcher found the maps that paid off.
 
 Before the model exists (fewer than the screen's warmup or minimum of readings), a round
-pays fresh maps the compiler accepts (and the compiler's own map, which is free).
+pays fresh maps the compiler accepts.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class MBOOptions:
             from the nearest of the best paid maps.
         min_share: the least share of the model calls a searcher gets each round.
         discount: the weight of past rounds in the bandit's counts, in ``(0, 1]``.
+        spacing: the fewest (unit, head) entries in which two maps of a paid batch differ,
+            >= 1 (1: any two distinct maps).
     """
 
     depth: int = 1000
@@ -74,6 +76,7 @@ class MBOOptions:
     trust_radius: int | None = None
     min_share: float = 0.1
     discount: float = 0.8
+    spacing: int = 1
 
 
 def check_options(o: MBOOptions, cfg: TrainConfig) -> None:
@@ -99,6 +102,8 @@ def check_options(o: MBOOptions, cfg: TrainConfig) -> None:
         raise option_error(
             name, f"option min_share must be in [0, 1/{len(o.searchers)}], got {o.min_share!r}"
         )
+    if isinstance(o.spacing, bool) or not isinstance(o.spacing, int) or o.spacing < 1:
+        raise option_error(name, f"option spacing must be an integer >= 1, got {o.spacing!r}")
     if not 0 < o.discount <= 1:
         raise option_error(name, f"option discount must be in (0, 1], got {o.discount!r}")
     if cfg.screen.name == "none":
@@ -112,6 +117,22 @@ def check_options(o: MBOOptions, cfg: TrainConfig) -> None:
                 "search is agent.depth (model calls per paid batch)"
             ]
         )
+
+
+def spaced(maps: np.ndarray, order: np.ndarray, count: int, spacing: int) -> np.ndarray:
+    """int64 ``[<= count]``: the first rows of ``order`` (indices into ``maps`` ``[V, N,
+    H]``, best first) whose map differs in at least ``spacing`` entries from every row
+    taken before it."""
+    if spacing <= 1:
+        return order[:count]
+    flat = maps.reshape(len(maps), -1)
+    taken: list[int] = []
+    for row in order.tolist():
+        if len(taken) == count:
+            break
+        if not taken or (flat[taken] != flat[row]).sum(axis=1).min() >= spacing:
+            taken.append(row)
+    return np.array(taken, dtype=np.int64)
 
 
 @register_agent("mbo")
@@ -255,17 +276,18 @@ class ModelBasedAgent(SearchAgent):
         share = screen.config.explore * batch
         explore = int(share) + int(self.rng.random() < share - int(share))
         order = rows[np.argsort(-values[rows], kind="stable")]
-        top, rest = order[: batch - explore], order[batch - explore :]
+        top = spaced(maps, order, batch - explore, self.options.spacing)
+        rest = np.setdiff1d(order, top)
         drawn = self.rng.choice(rest, size=min(explore, len(rest)), replace=False)
         chosen = np.concatenate([top, drawn]).astype(np.int64)
         return maps[chosen], owners[chosen]
 
     def _fresh_batch(self) -> tuple[np.ndarray, np.ndarray]:
-        """Before there is a model: the compiler's map (free) and fresh maps the compiler
-        accepts, ``batch`` of them; no searcher owns them (-1)."""
+        """Before there is a model: ``batch`` fresh maps the compiler accepts; no searcher
+        owns them (-1). The compiler's own map is not among them: paid first, it anchored
+        every later round on its plateau of maps that read the same latency."""
         count = min(self.options.batch, max(self.ledger.remaining, 0))
-        fresh = self._accepted(self.env.random_mappings(count, self.rng))
-        maps = np.concatenate([self.env.baseline_mapping[None], fresh])
+        maps = self._accepted(self.env.random_mappings(count, self.rng))
         return maps, np.full(len(maps), -1, dtype=np.int64)
 
     # ------------------------------------------------------------ checkpoints

@@ -34,7 +34,8 @@ class SearcherBandit:
         """float64 ``[S]``: each searcher's share of the next round, summing to 1."""
         rate = (self.hits + 1.0) / (self.picks + 2.0)
         floor = min(self.min_share, 1.0 / len(self.names))
-        return floor + (1.0 - floor * len(self.names)) * rate / rate.sum()
+        shares = floor + (1.0 - floor * len(self.names)) * rate / rate.sum()
+        return shares / shares.sum()
 
     def update(self, owners: np.ndarray, rewards: np.ndarray, best_before: float) -> None:
         """Learn from a paid batch: ``owners`` int ``[B]`` (the searcher that found each

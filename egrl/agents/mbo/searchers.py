@@ -4,10 +4,13 @@ Each searcher is the variation of one of the toolkit's agents, on integer maps `
 and asked and told in lock-step (like an ask-and-tell optimiser), so that a round of
 model search makes one call of the compiler and one of the model per step for all of them:
 
-- ``ea``: EGRL's evolutionary moves on maps: tournament parents, single-point crossover over
-  the decision units (as :func:`populations.boltzmann_ops.crossover_nodes` crosses
-  chromosomes), each unit's choice of each head redrawn with a small probability, and the
-  best of parents and children kept (elitist);
+- ``ea``: EGRL's EA on its Boltzmann chromosomes (EGRL Appendix E,
+  :mod:`populations.boltzmann_ops`): each member is a categorical distribution per unit and
+  head, ``softmax(prior / temperature)``, seeded from a start map; a step samples one map
+  per member; the next generation keeps the elites, and breeds the rest from tournaments,
+  crossed over units with an elite (probability 0.3) and mutated (probability 0.85: the
+  prior's log-scores get ``N(0, 0.1)`` noise, the temperature is multiplied by
+  ``N(0.95, 0.1)``), with EGRL's defaults (:class:`populations.params.EvolutionParams`);
 - ``ga``: the GA agent's breeding (DEAP's ``eaSimple`` with elites, as
   :mod:`egrl.agents.genetic`): tournament of 3, two-point crossover of the flattened map
   with probability 0.5, uniform integer mutation with probability 0.5 (each gene
@@ -30,6 +33,7 @@ import math
 import numpy as np
 
 from egrl.agents.annealing import metropolis, neighbours
+from populations.params import EvolutionParams
 
 #: the SA searcher's temperatures at the first and last step of a round, in reward units
 #: (the SA agent's defaults)
@@ -41,14 +45,6 @@ def tournament(values: np.ndarray, count: int, size: int, rng: np.random.Generat
     drawn with replacement from ``values`` ``[P]`` (the highest value; ties: the first)."""
     entrants = rng.integers(0, len(values), size=(count, size))
     return entrants[np.arange(count), np.argmax(values[entrants], axis=1)]
-
-
-def redraw(maps: np.ndarray, num_choices: np.ndarray, rate: float, rng) -> np.ndarray:
-    """``maps`` ``[P, N, H]`` with each entry moved to another choice with probability
-    ``rate`` (uniform over the head's other choices)."""
-    hit = rng.random(maps.shape) < rate
-    shift = rng.integers(1, np.maximum(num_choices, 2), size=maps.shape)
-    return np.where(hit, (maps + shift) % num_choices, maps)
 
 
 class Searcher:
@@ -66,9 +62,6 @@ class Searcher:
         self.num_choices = np.asarray(num_choices, dtype=np.int64)
         self.steps = max(int(steps), 1)
         self.step = 0
-        units, heads = maps.shape[1:]
-        #: per-entry mutation probability: about two entries per map
-        self.rate = min(1.0, 2.0 / (units * heads))
 
     def ask(self, rng: np.random.Generator) -> np.ndarray:
         """int64 ``[P, N, H]``: the step's proposals."""
@@ -79,23 +72,56 @@ class Searcher:
         raise NotImplementedError
 
 
-class EvolutionSearch(Searcher):
-    """``ea``: tournament, unit crossover, redraw, elitist survival."""
+class BoltzmannSearch(Searcher):
+    """``ea``: EGRL's EA on Boltzmann chromosomes (see the module docstring)."""
+
+    params = EvolutionParams()
+    #: the probability a seeded chromosome gives its start map's choice
+    seed_prob = 0.9
+
+    def __init__(self, maps: np.ndarray, values: np.ndarray, num_choices, steps: int) -> None:
+        super().__init__(maps, values, num_choices, steps)
+        count, units, heads = maps.shape
+        width = int(self.num_choices.max())
+        self.missing = np.arange(width)[None, :] >= self.num_choices[:, None]  # [H, C]
+        other = (1 - self.seed_prob) / np.maximum(self.num_choices - 1, 1)  # [H]
+        probs = np.broadcast_to(other[None, None, :, None], (count, units, heads, width)).copy()
+        np.put_along_axis(probs, maps[..., None], self.seed_prob, axis=-1)
+        with np.errstate(divide="ignore"):
+            self.prior = np.where(self.missing, -np.inf, np.log(probs))  # [P, N, H, C]
+        self.temperature = np.ones((count, units, heads))
 
     def ask(self, rng: np.random.Generator) -> np.ndarray:
-        count, units = len(self.maps), self.maps.shape[1]
-        first = tournament(self.values, count, 3, rng)
-        second = tournament(self.values, count, 3, rng)
-        cut = rng.integers(1, max(units, 2), size=count)
-        from_first = np.arange(units)[None, :] < cut[:, None]  # [P, N]
-        children = np.where(from_first[:, :, None], self.maps[first], self.maps[second])
-        return redraw(children, self.num_choices, self.rate, rng)
+        logits = self.prior / self.temperature[..., None]
+        gumbel = -np.log(-np.log(rng.random(logits.shape)))
+        return np.argmax(logits + gumbel, axis=-1)
 
     def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
-        pool_maps = np.concatenate([self.maps, maps])
-        pool_values = np.concatenate([self.values, values])
-        keep = np.argsort(-pool_values, kind="stable")[: len(self.maps)]
-        self.maps, self.values = pool_maps[keep], pool_values[keep]
+        p = self.params
+        self.maps, self.values = maps.copy(), values.astype(np.float64).copy()
+        count, units = len(maps), maps.shape[1]
+        elites = max(p.min_elites, int(math.ceil(p.elite_fraction * count)))
+        order = np.argsort(-self.values, kind="stable")
+        keep, rest = order[:elites], count - min(elites, count)
+        parent = tournament(self.values, rest, p.tournament_size, rng)
+        prior, temperature = self.prior[parent], self.temperature[parent]
+        cross = rng.random(rest) < p.crossover_prob
+        mate = keep[rng.integers(0, len(keep), size=rest)]
+        cut = rng.integers(1, max(units, 2), size=rest)
+        from_mate = cross[:, None] & (np.arange(units)[None, :] >= cut[:, None])  # [R, N]
+        prior = np.where(from_mate[:, :, None, None], self.prior[mate], prior)
+        temperature = np.where(from_mate[:, :, None], self.temperature[mate], temperature)
+        mutate = (rng.random(rest) < p.mutation_prob)[:, None, None]
+        noise = p.prior_mutation_std * rng.standard_normal(prior.shape)
+        prior = np.where(mutate[..., None] & ~self.missing, prior + noise, prior)
+        scale = p.temperature_mutation_mean + p.temperature_mutation_std * rng.standard_normal(
+            temperature.shape
+        )
+        temperature = np.where(
+            mutate, np.clip(temperature * scale, p.min_temperature, p.max_temperature), temperature
+        )
+        self.prior = np.concatenate([self.prior[keep], prior])
+        self.temperature = np.concatenate([self.temperature[keep], temperature])
 
 
 class GeneticSearch(Searcher):
@@ -156,7 +182,7 @@ class AnnealingSearch(Searcher):
 
 #: searcher names (``agent.searchers``) and their classes
 SEARCHERS: dict[str, type[Searcher]] = {
-    "ea": EvolutionSearch,
+    "ea": BoltzmannSearch,
     "ga": GeneticSearch,
     "sa": AnnealingSearch,
 }
