@@ -57,6 +57,8 @@ SMALL = [
     "learner.batch_size=8",
     "learner.burn_in=8",
 ]
+#: model-based optimisation at a small depth: rounds of 10 maps, 200 model calls each
+MBO = ["agent.depth=200", "agent.batch=10", "agent.steps=4"]
 NNPI = ["hwmodel=nnpi", "workload=resnet50", "budget=60"]
 # mcm runs default to reward=repaired now; these cases keep the reward they were made with
 MCM = ["hwmodel=mcm", "reward=egrl", "workload=resnet50", "budget=40"]
@@ -113,12 +115,16 @@ CASES: dict[str, list[str]] = {
     "banked-sa": [*BANKED, "agent=sa"],
     "external-ea": [*EXTERNAL, "agent=ea", *SMALL],
     "external-sa": [*EXTERNAL, "agent=sa"],
+    "nnpi-mbo": [*NNPI, "agent=mbo", *MBO],
+    "mcm-mbo": [*MCM, "agent=mbo", *MBO],
+    "external-mbo": [*EXTERNAL, "agent=mbo", *MBO],
 }
 #: cases run twice: first to ``budget_first`` paid maps, then resumed to the case's budget
 RESUMED = {
     "nnpi-egrl-resumed": ("nnpi-egrl", 30),
     "nnpi-sa-resumed": ("nnpi-sa", 30),
     "nnpi-smac-resumed": ("nnpi-smac", 40),
+    "nnpi-mbo-resumed": ("nnpi-mbo", 30),
 }
 
 

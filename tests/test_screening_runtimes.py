@@ -30,6 +30,7 @@ EGRL = {"name": "egrl", "start_steps": 50}
 SA = {"name": "sa", "chains": 2, "steps": 4}
 GA = {"name": "ga", "population": 8}
 RANDOM = {"name": "random", "batch": 10}
+MBO = {"name": "mbo", "depth": 200, "batch": 10, "steps": 4}
 
 
 def config(agent: dict, budget: int, screen: str = "forest", **keys):
@@ -103,8 +104,8 @@ def run_on_ray(pool, cfg):
 
 @pytest.mark.parametrize(
     "agent",
-    [EA, {**EGRL, "overlap": False}, SA],
-    ids=["ea", "egrl-synchronous", "sa"],
+    [EA, {**EGRL, "overlap": False}, SA, MBO],
+    ids=["ea", "egrl-synchronous", "sa", "mbo"],
 )
 @pytest.mark.slow
 def test_screening_on_ray_gives_the_local_run(ray_pool, agent):

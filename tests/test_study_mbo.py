@@ -9,7 +9,7 @@ import pytest
 from egrl.rundir import RunDir
 from studies import mbo, render, runner
 
-AGENTS = ("ea", "sa", "ga", "egrl", "ea-search", "mbo", "mbo-nocheck", "mbo-ea", "mbo-ga")
+AGENTS = ("ea", "sa", "ga", "egrl", "ea-search", "mbo", "mbo-nocheck", "mbo-egrl", "mbo-ea")
 
 
 def test_the_plan_runs_every_agent_and_the_pretrained_one_after_its_sources(tmp_path):

@@ -4,8 +4,9 @@ Each round a searcher's picks (the maps of the paid batch it found first) are sc
 the board; a pick is a *hit* if its measured reward is in the top quarter of the batch's
 or beats the best reward paid before the batch. Every searcher keeps discounted counts of
 its hits and picks (``discount`` per round, so that a searcher whose moves stop paying
-loses its share), and the next round's shares are probability matching on the posterior
-mean hit rate ``(hits + 1) / (picks + 2)``, with a floor ``min_share`` each, so that no
+loses its share), and the next round's shares are proportional to ``hits + 1`` (the
+searcher that finds most of what pays gets most of the model calls; a hit *rate* would
+reward a searcher for having few picks), with a floor ``min_share`` each, so that no
 searcher is starved of the chance to show it pays again.
 """
 
@@ -32,9 +33,9 @@ class SearcherBandit:
 
     def shares(self) -> np.ndarray:
         """float64 ``[S]``: each searcher's share of the next round, summing to 1."""
-        rate = (self.hits + 1.0) / (self.picks + 2.0)
+        credit = self.hits + 1.0
         floor = min(self.min_share, 1.0 / len(self.names))
-        shares = floor + (1.0 - floor * len(self.names)) * rate / rate.sum()
+        shares = floor + (1.0 - floor * len(self.names)) * credit / credit.sum()
         return shares / shares.sum()
 
     def update(self, owners: np.ndarray, rewards: np.ndarray, best_before: float) -> None:

@@ -17,7 +17,13 @@ model search makes one call of the compiler and one of the model per step for al
   ``1 / (N H)``), the best individual kept;
 - ``sa``: the SA agent's chains (:mod:`egrl.agents.annealing`): one neighbour per chain
   (two entries changed), accepted by the Metropolis rule on a geometric temperature
-  schedule that runs its course within the round.
+  schedule that runs its course within the round;
+- ``egrl``: EGRL's mixed population itself (:class:`populations.MixedPopulation`: Graph
+  U-Net policies and Boltzmann chromosomes), built afresh each round with the EA's
+  defaults: the GNNs random, the chromosomes seeded from the starts (the best paid maps
+  first); a step is one generation (each member's map, then EGRL's selection, crossover
+  and mutation). Its GNNs read the workload graph, so similar units tend to get similar
+  choices: the inductive bias that makes EA beat GA and SA on the example chip.
 
 A searcher starts from ``[P, N, H]`` maps and their values, proposes ``P`` maps per step
 (:meth:`Searcher.ask`) and is told what the model says of them (:meth:`Searcher.tell`):
@@ -29,8 +35,12 @@ searcher by registering a class in :data:`SEARCHERS`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import torch
 
 from egrl.agents.annealing import metropolis, neighbours
 from populations.params import EvolutionParams
@@ -47,20 +57,41 @@ def tournament(values: np.ndarray, count: int, size: int, rng: np.random.Generat
     return entrants[np.arange(count), np.argmax(values[entrants], axis=1)]
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a searcher may read of the problem and the round.
+
+    Attributes:
+        num_choices: int64 ``[H]``.
+        steps: the steps this round will make (a schedule may read it).
+        graph: the decision graph the policies read (``egrl``).
+        make_gnn: a new, randomly initialised GNN policy (``egrl``).
+        generator: the run's torch generator (GNN initialisation and sampling).
+    """
+
+    num_choices: np.ndarray
+    steps: int
+    graph: Any = None
+    make_gnn: Callable[[], torch.nn.Module] | None = None
+    generator: torch.Generator | None = None
+
+
 class Searcher:
     """One searcher's population and its moves (see the module docstring).
 
     Args:
         maps: int64 ``[P, N, H]``, the round's starts (as the compiler runs them).
         values: float64 ``[P]``, what the model says of them.
-        num_choices: int64 ``[H]``.
-        steps: the steps this round will make (a schedule may read it).
+        context: the problem and the round.
+        rng: the run's generator.
     """
 
-    def __init__(self, maps: np.ndarray, values: np.ndarray, num_choices, steps: int) -> None:
+    def __init__(
+        self, maps: np.ndarray, values: np.ndarray, context: Context, rng: np.random.Generator
+    ) -> None:
         self.maps, self.values = maps.copy(), values.astype(np.float64).copy()
-        self.num_choices = np.asarray(num_choices, dtype=np.int64)
-        self.steps = max(int(steps), 1)
+        self.num_choices = np.asarray(context.num_choices, dtype=np.int64)
+        self.steps = max(int(context.steps), 1)
         self.step = 0
 
     def ask(self, rng: np.random.Generator) -> np.ndarray:
@@ -79,8 +110,10 @@ class BoltzmannSearch(Searcher):
     #: the probability a seeded chromosome gives its start map's choice
     seed_prob = 0.9
 
-    def __init__(self, maps: np.ndarray, values: np.ndarray, num_choices, steps: int) -> None:
-        super().__init__(maps, values, num_choices, steps)
+    def __init__(
+        self, maps: np.ndarray, values: np.ndarray, context: Context, rng: np.random.Generator
+    ) -> None:
+        super().__init__(maps, values, context, rng)
         count, units, heads = maps.shape
         width = int(self.num_choices.max())
         self.missing = np.arange(width)[None, :] >= self.num_choices[:, None]  # [H, C]
@@ -180,9 +213,50 @@ class AnnealingSearch(Searcher):
         self.step += 1
 
 
+class PopulationSearch(Searcher):
+    """``egrl``: EGRL's mixed population on the model (see the module docstring)."""
+
+    def __init__(
+        self, maps: np.ndarray, values: np.ndarray, context: Context, rng: np.random.Generator
+    ) -> None:
+        from populations import MixedPopulation  # start-up time
+
+        super().__init__(maps, values, context, rng)
+        self.context = context
+        self.population = MixedPopulation(
+            context.make_gnn,
+            num_units=maps.shape[1],
+            num_choices=[int(c) for c in self.num_choices],
+            size=len(maps),
+            rng=np.random.default_rng(rng.integers(2**63)),
+            generator=context.generator,
+        )
+        chromosomes = self.population.chromosomes
+        if chromosomes is not None:  # seeded from the starts, the best paid maps first
+            width = int(self.num_choices.max())
+            for row in range(len(chromosomes)):
+                probs = np.full((*maps.shape[1:], width), 0.1 / max(width - 1, 1))
+                np.put_along_axis(probs, maps[row][..., None], 0.9, axis=-1)
+                probs[..., np.arange(width)[None, :] >= self.num_choices[:, None]] = 0.0
+                probs /= probs.sum(axis=-1, keepdims=True)
+                chromosomes.seed_from(row, torch.as_tensor(probs, dtype=torch.float32))
+
+    def ask(self, rng: np.random.Generator) -> np.ndarray:
+        with torch.no_grad():
+            maps, _ = self.population.act(self.context.graph, self.context.generator)
+        return maps.numpy().astype(np.int64)
+
+    def tell(self, maps: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> None:
+        self.population.set_fitness(np.where(np.isfinite(values), values, -np.inf))
+        self.step += 1
+        if self.step < self.steps:
+            self.population.evolve(self.context.graph, self.context.generator)
+
+
 #: searcher names (``agent.searchers``) and their classes
 SEARCHERS: dict[str, type[Searcher]] = {
     "ea": BoltzmannSearch,
     "ga": GeneticSearch,
     "sa": AnnealingSearch,
+    "egrl": PopulationSearch,
 }
