@@ -55,6 +55,7 @@ from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, Pop
 from egrl.agents.muzero import Encoder, EncoderSpec, MuZeroNet
 from egrl.config import AgentConfig, TrainConfig
 from egrl.env import Env
+from egrl.ledger import CHECK_PHASE
 from egrl.rundir import RunDir
 from hwmodels.external import ExternalModel
 from hwmodels.mcm import MCM
@@ -81,8 +82,9 @@ def one_torch_thread() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------- run directories
-#: the wall-clock columns of metrics.csv (a screening run's ``t_screening`` included)
-TIMINGS = (*TIMING_COLUMNS, SCREEN_TIMING_COLUMN)
+#: the wall-clock columns of metrics.csv (a screening run's ``t_screening`` and a
+#: model-based run's ``t_check`` included)
+TIMINGS = (*TIMING_COLUMNS, SCREEN_TIMING_COLUMN, f"t_{CHECK_PHASE}")
 
 
 def read_metrics(run_dir: Path, drop: Sequence[str] = TIMINGS) -> list[dict]:
