@@ -207,8 +207,9 @@ def refused_share(run: Run) -> float:
 
 
 def cost_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
-    """Per problem and mbo agent: checks, check time, model side and run per paid map,
-    and the share of paid maps the compiler refused."""
+    """Per problem and mbo agent, per paid map: the compiler's checks and their time, the
+    searchers' own time, the model's (fits, scores, picks) and the run's; and the share
+    of paid maps the compiler refused."""
     rows = []
     for r in results:
         for a in r.agents:
@@ -221,6 +222,7 @@ def cost_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
                     a.agent,
                     median_range(per_paid(a, "checks"), "{:.0f}"),
                     median_range(per_paid(a, "t_check", 1000), "{:.0f}"),
+                    median_range(per_paid(a, "t_evolution", 1000), "{:.0f}"),
                     median_range(per_paid(a, "t_screening", 1000), "{:.0f}"),
                     median_range(a.cell.ms_per_sample, "{:.0f}"),
                     median_range(refused, "{:.1%}"),
@@ -231,7 +233,8 @@ def cost_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
         "agent",
         "checks per paid map",
         "check ms per paid map",
-        "model ms per paid map (fit, search, pick)",
+        "search ms per paid map (the searchers' moves)",
+        "model ms per paid map (fit, scores, pick)",
         "run ms per paid map",
         "paid maps refused",
     )
