@@ -280,7 +280,7 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
 @pytest.mark.slow
 def test_an_unknown_screen_is_refused_before_any_directory(tmp_path):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", "screen=bogus"]
-    line = "screen=bogus is invalid: expected one of critic, forest, gnn, none"
+    line = "screen=bogus is invalid: expected one of boost, critic, forest, gnn, none"
     assert_refused(egrl_train(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
 
@@ -305,7 +305,7 @@ def test_an_agent_that_does_not_screen_refuses_a_screen(tmp_path):
     args = ["workload=resnet18", "budget=20", "agent=greedy-dp", "screen=forest"]
     line = (
         "screen=forest is invalid: agent 'greedy-dp' does not screen its proposals "
-        "(agents that do: ea, egrl, ga, pg, random, sa)"
+        "(agents that do: ea, egrl, ga, mbo, pg, random, sa)"
     )
     assert_refused(egrl_train(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
