@@ -9,7 +9,8 @@ import pytest
 from egrl.rundir import RunDir
 from studies import mbo, render, runner
 
-AGENTS = ("ea", "sa", "ga", "egrl", "ea-search", "mbo", "mbo-nocheck", "mbo-egrl", "mbo-ea")
+PLAIN = ("ea", "sa", "ga", "egrl", "ea-search", "mbo")
+ABLATIONS = ("mbo-nocheck", "mbo-ea", "mbo-ga", "mbo-sa", "mbo-all")
 
 
 def test_the_plan_runs_every_agent_and_the_pretrained_one_after_its_sources(tmp_path):
@@ -18,7 +19,10 @@ def test_the_plan_runs_every_agent_and_the_pretrained_one_after_its_sources(tmp_
     problems = list(cfg.problems)
     assert len(problems) == 9 and int(cfg.budget) == 400 and int(cfg.seeds) == 5
     groups = {s.group for s in first}
-    assert {f"{p}/{a}" for p in problems for a in (*AGENTS, "mbo-sa")} <= groups
+    assert {f"{p}/{a}" for p in problems for a in PLAIN} <= groups
+    ablated = {"chip-resnet50", "mcm-efficientnet-b0"}
+    assert {f"{p}/{a}" for p in ablated for a in ABLATIONS} <= groups
+    assert not {f"{p}/{a}" for p in set(problems) - ablated for a in ABLATIONS} & groups
     assert "chip-resnet18/mbo" in groups  # a source of the pre-trained agent only
     assert {s.group for s in second} == {
         "chip-resnet101/mbo-pretrained",
