@@ -33,8 +33,8 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -65,6 +65,8 @@ _STDERR_TAIL_CHARS = 2000
 _DRAIN_S = 5.0
 
 T = TypeVar("T")
+#: a chunked answer: a measurement or a check
+A = TypeVar("A", Measurement, Check)
 
 
 class ExternalEvaluatorError(RuntimeError):
@@ -583,34 +585,49 @@ class ExternalTarget(Target):
                 holds the chunks measured before it.
         """
         maps = self._check_maps(maps)
-        batch = len(maps)
-        size = self.model.batch_size or max(batch, 1)
-        attempts = self.model.retries + 1
         done: list[Measurement] = []
-        for index, start in enumerate(range(0, batch, size)):
-            chunk = maps[start : start + size]
+        for index, start, chunk, where in self._chunks(maps):
             request = self.request("evaluate", batch_index=index, maps=chunk.tolist())
-            where = f"chunk {index} (maps {start}..{start + len(chunk) - 1} of {batch})"
             try:
                 done.append(
                     self._call(
                         request,
                         lambda a, c=chunk: self.parse_evaluation(a, c, missing_ok),
-                        attempts,
+                        self.model.retries + 1,
                         where,
                     )
                 )
             except ExternalEvaluatorError as exc:
                 exc.chunk_index = index
                 exc.chunk_range = (start, start + len(chunk))
-                exc.partial = self._concat(done)
+                exc.partial = self._concat(done, Measurement)
                 exc.args = (
                     f"{exc.args[0]}; the {start} map(s) measured before it are kept in memory "
                     "in this error's attribute hwmodels.external.ExternalEvaluatorError.partial "
                     "(no file is written)",
                 )
                 raise
-        return self._concat(done)
+        return self._concat(done, Measurement)
+
+    def _chunks(self, maps: np.ndarray) -> Iterator[tuple[int, int, np.ndarray, str]]:
+        """``maps`` ``[B, N, H]`` in chunks of ``batch_size``: each chunk's index, its first
+        row, the chunk and where it is, as an error names it."""
+        size = self.model.batch_size or max(len(maps), 1)
+        for index, start in enumerate(range(0, len(maps), size)):
+            chunk = maps[start : start + size]
+            last = start + len(chunk) - 1
+            yield index, start, chunk, f"chunk {index} (maps {start}..{last} of {len(maps)})"
+
+    def _concat(self, parts: list[A], kind: type[A]) -> A:
+        """The answers of consecutive chunks as one ``kind`` (:class:`Measurement` or
+        :class:`Check`); an empty one for none."""
+        if parts:
+            return kind(
+                *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(kind))
+            )
+        n, h = self.num_units, len(self.heads)
+        empty = {"rectified": np.zeros((0, n, h), np.int64), "valid": np.zeros(0, bool)}
+        return kind(*(empty.get(f.name, np.zeros(0)) for f in fields(kind)))
 
     # ------------------------------------------------------------------ checking
     @property
@@ -634,19 +651,16 @@ class ExternalTarget(Target):
         if self.check_refused is not None:
             raise CheckRefused(self.check_refused)
         maps = self._check_maps(maps)
-        size = self.model.batch_size or max(len(maps), 1)
         parts: list[Check] = []
-        for index, start in enumerate(range(0, len(maps), size)):
-            chunk = maps[start : start + size]
+        for index, _, chunk, where in self._chunks(maps):
             request = self.request("check", batch_index=index, maps=chunk.tolist())
-            where = f"check chunk {index} (maps {start}..{start + len(chunk) - 1} of {len(maps)})"
             try:
                 parts.append(
                     self._call(
                         request,
                         lambda a, c=chunk: self.parse_check(a, c),
                         self.model.retries + 1,
-                        where,
+                        f"check {where}",
                         refusable=True,
                     )
                 )
@@ -657,26 +671,7 @@ class ExternalTarget(Target):
                 )
                 log.warning("%s", self.check_refused)
                 raise CheckRefused(self.check_refused) from None
-        if not parts:
-            n, h = self.num_units, len(self.heads)
-            return Check(np.zeros((0, n, h), np.int64), np.zeros(0, bool), np.zeros(0))
-        return Check(*(np.concatenate([getattr(p, f) for p in parts]) for f in vars(parts[0])))
-
-    def _concat(self, parts: list[Measurement]) -> Measurement:
-        n, h = self.num_units, len(self.heads)
-        if not parts:
-            return Measurement(
-                rectified=np.zeros((0, n, h), dtype=np.int64),
-                valid=np.zeros(0, dtype=bool),
-                reassigned_ratio=np.zeros(0),
-                latency_s=np.zeros(0),
-            )
-        return Measurement(
-            *(
-                np.concatenate([getattr(p, f) for p in parts])
-                for f in Measurement.__dataclass_fields__
-            )
-        )
+        return self._concat(parts, Check)
 
     # ----------------------------------------------------------------- baseline
     def parse_baseline(self, answer: dict) -> np.ndarray:

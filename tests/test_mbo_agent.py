@@ -11,7 +11,8 @@ import pytest
 
 import hwmodels
 from egrl import make_env
-from egrl.agents import make_agent, train_config
+from egrl.agents import make_agent
+from egrl.agents.mbo.agent import distance
 from egrl.agents.mbo.bandit import SearcherBandit
 from egrl.agents.mbo.searchers import SEARCHERS, Context
 from egrl.validation import ConfigError
@@ -23,6 +24,7 @@ from tests.helpers import (
     egrl_train,
     noisy_env,
     read_metrics,
+    run_config,
     small_env,
     tiny_workload,
 )
@@ -37,18 +39,7 @@ def mbo_config(
     """A small mbo run: rounds of 10 paid maps, 200 model calls each (``run``: more of the
     run's own keys)."""
     agent = {"name": "mbo", "depth": 200, "batch": 10, "steps": 4, **options}
-    return train_config(
-        {
-            "seed": seed,
-            "budget": budget,
-            "progress": False,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 100,
-            "agent": agent,
-            "screen": {**SCREEN, **(screen or {})},
-            **(run or {}),
-        }
-    )
+    return run_config(agent, budget, {**SCREEN, **(screen or {})}, seed, **(run or {}))
 
 
 def test_rounds_pay_only_maps_the_compiler_accepts_and_checks_are_not_paid(tmp_path):
@@ -106,7 +97,7 @@ def test_a_trust_region_keeps_the_search_near_the_best_paid_maps():
     agent._generation()  # the first batch: a model to search
     agent.ledger.refit_screen()
     maps, _ = agent._search(agent.bandit.shares())
-    assert (agent._distance(maps) <= 2).all()
+    assert (distance(maps, agent._best_paid(1)) <= 2).all()
 
 
 def test_a_run_resumed_from_a_checkpoint_writes_the_same_metrics(tmp_path):

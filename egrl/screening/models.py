@@ -73,11 +73,15 @@ class ForestModel:
     def _features(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
         return domain.featurize.shared(maps) if self.shared else domain.featurize(maps)
 
-    def fit(self, data: Sequence[Measured]) -> None:
+    def _training_set(self, data: Sequence[Measured]) -> tuple[np.ndarray, np.ndarray]:
+        """The features ``[M, F]`` and rewards ``[M]`` of every workload's readings (the
+        shared columns when there are several workloads)."""
         self.shared = len(data) > 1
         X = np.concatenate([self._features(d.domain, d.maps) for d in data])
-        y = np.concatenate([d.rewards for d in data])
-        self.model.fit(X, y)
+        return X, np.concatenate([d.rewards for d in data])
+
+    def fit(self, data: Sequence[Measured]) -> None:
+        self.model.fit(*self._training_set(data))
 
     def predict(self, domain: Domain, maps: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(self._features(domain, maps)), dtype=np.float64)
@@ -130,9 +134,7 @@ class BoostModel(ForestModel):
         self.shared = False
 
     def fit(self, data: Sequence[Measured]) -> None:
-        self.shared = len(data) > 1
-        X = np.concatenate([self._features(d.domain, d.maps) for d in data])
-        y = np.concatenate([d.rewards for d in data])
+        X, y = self._training_set(data)
         for member in self.members:
             member.fit(X, y)
 

@@ -256,10 +256,15 @@ class Screen:
         if new:
             self.observe(rows[new], np.asarray(rewards)[new])
 
+    def paid_reward(self, maps: np.ndarray) -> np.ndarray:
+        """float64 ``[P]``: the measured reward of each map int ``[P, N, H]``, NaN for a
+        map not paid for."""
+        rows = np.asarray(maps).astype(np.int16)
+        return np.array([self._paid.get(m.tobytes(), np.nan) for m in rows], dtype=np.float64)
+
     def is_paid(self, maps: np.ndarray) -> np.ndarray:
         """bool ``[P]``: a measurement of each map int ``[P, N, H]`` is among the observed."""
-        rows = np.asarray(maps).astype(np.int16)
-        return np.array([m.tobytes() in self._paid for m in rows], dtype=bool)
+        return ~np.isnan(self.paid_reward(maps))
 
     def value(self, candidates: np.ndarray) -> np.ndarray:
         """What model search scores candidates int ``[P, N, H]`` by, float64 ``[P]``: the
@@ -268,8 +273,7 @@ class Screen:
         candidates = np.asarray(candidates, dtype=np.int64)
         values = self.acquisition(candidates)
         if self._paid:
-            rows = candidates.astype(np.int16)
-            paid = np.array([self._paid.get(m.tobytes(), np.nan) for m in rows])
+            paid = self.paid_reward(candidates)
             if self.config.acquisition == "ei" and self.model is not None:
                 paid = np.minimum(paid - self.best_paid(), 0.0)  # NaN stays NaN
             values = np.where(np.isnan(paid), values, paid)

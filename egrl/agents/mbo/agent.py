@@ -154,6 +154,16 @@ def spaced(maps: np.ndarray, order: np.ndarray, count: int, spacing: int) -> np.
     return np.array(taken, dtype=np.int64)
 
 
+def distance(maps: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """int64 ``[P]``: the (unit, head) entries in which each of ``maps`` ``[P, N, H]``
+    differs from the nearest of ``anchors`` ``[A, N, H]`` (0 for every map without
+    anchors)."""
+    if not len(anchors):
+        return np.zeros(len(maps), dtype=np.int64)
+    flat, centres = maps.reshape(len(maps), -1), anchors.reshape(len(anchors), -1)
+    return (flat[:, None, :] != centres[None]).sum(axis=2).min(axis=1)
+
+
 @register_agent("mbo")
 class ModelBasedAgent(SearchAgent):
     """Model-based optimisation over every searcher (see the module docstring)."""
@@ -217,7 +227,10 @@ class ModelBasedAgent(SearchAgent):
         width = max(len(self.searcher_names), o.depth // (o.steps + 1))
         counts = np.maximum(2, np.round(shares * width).astype(np.int64))
         starts = np.concatenate([self._starts(int(c)) for c in counts])
-        maps, values = self._score(starts)
+        anchors = None  # the best paid maps, the trust region's centres
+        if o.trust_radius is not None:
+            anchors = self._best_paid(max(1, len(self.searcher_names)))
+        maps, values = self._score(starts, anchors)
         owner = np.repeat(np.arange(len(counts)), counts)
         bounds = np.concatenate([[0], np.cumsum(counts)])
         context = Context(self.env.num_choices, o.steps, self.graph, self._make_gnn, self.generator)
@@ -230,7 +243,7 @@ class ModelBasedAgent(SearchAgent):
         for _ in range(o.steps):
             with self.timer("evolution"):
                 asked = np.concatenate([s.ask(self.rng) for s in searchers])
-            maps, values = self._score(asked)
+            maps, values = self._score(asked, anchors)
             with self.timer("evolution"):
                 for s, a, b in zip(searchers, bounds[:-1], bounds[1:]):
                     s.tell(maps[a:b], values[a:b], self.rng)
@@ -270,11 +283,14 @@ class ModelBasedAgent(SearchAgent):
             return maps, np.ones(len(maps), dtype=bool)
         return np.asarray(found.rectified, dtype=np.int64), np.asarray(found.valid, dtype=bool)
 
-    def _score(self, maps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _score(
+        self, maps: np.ndarray, anchors: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The maps the search keeps ``[P, N, H]`` (with ``refused=repair`` the compiler's
         repairs) and their values float64 ``[P]`` (the screen's
         :meth:`~egrl.screening.screen.Screen.value`; ``-inf`` for a refused map with
-        ``refused=drop`` and outside the trust region)."""
+        ``refused=drop``, and farther than ``trust_radius`` from every one of ``anchors``
+        ``[A, N, H]``, the trust region's centres, when given)."""
         repaired, valid = self._accepted(maps)
         drop = self.options.refused == "drop"
         if not drop:
@@ -283,20 +299,11 @@ class ModelBasedAgent(SearchAgent):
             values = self.ledger.screen.value(maps)
             if drop:
                 values = np.where(valid, values, -np.inf)
-            radius = self.options.trust_radius
-            if radius is not None:
-                values = np.where(self._distance(maps) <= radius, values, -np.inf)
+            if anchors is not None:
+                near = distance(maps, anchors) <= self.options.trust_radius
+                values = np.where(near, values, -np.inf)
         self.model_calls += len(maps)
         return maps, values
-
-    def _distance(self, maps: np.ndarray) -> np.ndarray:
-        """int64 ``[P]``: entries each map differs in from the nearest of the best paid maps
-        (0 before any is paid)."""
-        best = self._best_paid(max(1, len(self.searcher_names)))
-        if not len(best):
-            return np.zeros(len(maps), dtype=np.int64)
-        flat, anchors = maps.reshape(len(maps), -1), best.reshape(len(best), -1)
-        return (flat[:, None, :] != anchors[None]).sum(axis=2).min(axis=1)
 
     def _pick(
         self, maps: np.ndarray, values: np.ndarray, owners: np.ndarray
