@@ -23,16 +23,23 @@ def from_torch(
     name: str | None = None,
     dtype_bytes: int = 1,
     granularity: str = "layer",
+    example_kwargs: dict | None = None,
 ) -> Workload:
     """Import a ``torch.nn.Module`` by exporting it with ``torch.export`` and fusing it.
 
-    ``granularity="op"`` keeps every compute op its own node. See
+    ``granularity="op"`` keeps every compute op its own node; ``example_kwargs`` are
+    keyword inputs (a decode step's ``past_key_values``). See
     :func:`workloads.torch_import.from_torch`.
     """
     from workloads.torch_import import from_torch as _from_torch
 
     return _from_torch(
-        module, example_inputs, name=name, dtype_bytes=dtype_bytes, granularity=granularity
+        module,
+        example_inputs,
+        name=name,
+        dtype_bytes=dtype_bytes,
+        granularity=granularity,
+        example_kwargs=example_kwargs,
     )
 
 

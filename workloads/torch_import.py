@@ -14,7 +14,12 @@ What the translation reads:
 * Buffers (batch-norm statistics, ``position_ids``) and lifted constants are compile-time
   constants: they are neither weights nor value inputs.
 * User tensor inputs are the graph inputs, integer ids included (``input_ids`` is a host
-  tensor the embedding reads).
+  tensor the embedding reads), named after ``forward``'s arguments.
+* Cached keys and values of a decode step (a ``DynamicCache`` passed in ``example_kwargs``,
+  :mod:`workloads.torch_inputs`) are state the map places like weights: each is a
+  parameter of the op that reads it (``past_key_values.layers.3.keys``, counted in that
+  node's ``weight_bytes``), and its size follows the cache's length.
+* Outputs that are not tensors (the updated cache) are dropped with a log line.
 
 Element size: every weight and activation counts ``dtype_bytes`` bytes per element,
 1 (int8 inference, as in the EGRL paper) unless given, whatever the module's own dtype.
@@ -35,6 +40,7 @@ from workloads.errors import UnsupportedOperatorError, WorkloadError
 from workloads.fusion import check_granularity, fuse
 from workloads.ir import TensorInfo, Workload
 from workloads.rawgraph import RawOp
+from workloads.torch_inputs import FlatInput, check_cache, exportable, flat_inputs
 from workloads.torch_movement import movement_spec
 from workloads.torch_ops import SKIP, lookup, numel, op_name, rule_key, shape_of
 
@@ -50,6 +56,7 @@ def from_torch(
     name: str | None = None,
     dtype_bytes: int = 1,
     granularity: str = "layer",
+    example_kwargs: dict | None = None,
 ) -> Workload:
     """Export ``module`` on ``example_inputs`` and fuse it into a workload.
 
@@ -61,25 +68,36 @@ def from_torch(
         dtype_bytes: bytes per element of weights and activations (1: int8).
         granularity: ``"layer"`` (fused layers) or ``"op"`` (one node per compute op),
             see :mod:`workloads.fusion`.
+        example_kwargs: keyword inputs (a decode step's ``past_key_values``: its keys and
+            values become parameters of the ops that read them).
 
     Raises:
         UnsupportedOperatorError: an ATen op without a rule in
             :data:`workloads.torch_ops.TORCH_RULES`.
-        WorkloadError: ``torch.export`` failed, the fused graph is malformed, or
+        WorkloadError: ``torch.export`` failed, the inputs do not fit ``forward``, a
+            cache does not match the model's config, the fused graph is malformed, or
             ``granularity`` is unknown.
     """
     check_granularity(granularity)
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     name = name or type(module).__name__
-    program = export(module, args, name)
-    raw_ops, graph_inputs, parameters = translate(program, dtype_bytes, source=name)
+    labels, tensors = flat_inputs(module, args, dict(example_kwargs or {}))
+    check_cache(module, labels, tensors)
+    program = export(exportable(module, args, dict(example_kwargs or {})), tuple(tensors), name)
+    raw_ops, graph_inputs, parameters = translate(program, dtype_bytes, name, labels)
+    cached = {label.name for label in labels if label.cache}
     meta = {
         "source": "torch.export",
         "module": f"{type(module).__module__}.{type(module).__qualname__}",
-        "parameters": int(sum(parameters.values())),
+        "parameters": int(sum(n for p, n in parameters.items() if p not in cached)),
         "module_parameters": int(sum(p.numel() for p in module.parameters())),
         "input_shapes": {t.name: list(t.shape) for t in graph_inputs},
     }
+    if cached:
+        meta["cache_elements"] = int(sum(n for p, n in parameters.items() if p in cached))
+        meta["cache_shapes"] = {
+            label.name: list(t.shape) for label, t in zip(labels, tensors) if label.cache
+        }
     return fuse(
         raw_ops, graph_inputs, name, dtype_bytes=dtype_bytes, meta=meta, granularity=granularity
     )
@@ -100,22 +118,34 @@ def export(module: torch.nn.Module, args: tuple, name: str) -> torch.export.Expo
 
 
 def translate(
-    program: torch.export.ExportedProgram, dtype_bytes: int, source: str = ""
+    program: torch.export.ExportedProgram,
+    dtype_bytes: int,
+    source: str = "",
+    labels: list[FlatInput] | None = None,
 ) -> tuple[list[RawOp], list[TensorInfo], dict[str, int]]:
     """Translate an exported program into raw ops.
+
+    ``labels`` name the program's user inputs in order (:func:`workloads.torch_inputs.
+    flat_inputs`); a cached one is a parameter under its name. Without them, inputs keep
+    the program's placeholder names.
 
     Returns:
         ``(raw_ops, graph_inputs, parameters)``: the ops in graph order, the user tensor
         inputs (``nbytes`` at ``dtype_bytes`` per element) and ``{parameter path:
-        elements}`` of every parameter some op reads.
+        elements}`` of every parameter (and cached tensor) some op reads.
     """
     params: dict[str, str] = {}
-    user: set[str] = set()
+    user: dict[str, str] = {}  # placeholder -> graph input name
+    users = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     for spec in program.graph_signature.input_specs:
         if spec.kind == InputKind.PARAMETER:
             params[spec.arg.name] = spec.target
-        elif spec.kind == InputKind.USER_INPUT:
-            user.add(spec.arg.name)
+    for i, spec in enumerate(users):
+        label = labels[i] if labels is not None and len(labels) == len(users) else None
+        if label is not None and label.cache:
+            params[spec.arg.name] = label.name
+        else:
+            user[spec.arg.name] = label.name if label is not None else spec.arg.name
     raw_ops: list[RawOp] = []
     graph_inputs: list[TensorInfo] = []
     names: dict[str, str] = {}  # FX node name -> value name in the raw graph
@@ -124,8 +154,8 @@ def translate(
         if node.op == "placeholder" and node.name in user:
             shape = shape_of(node)
             if isinstance(node.meta.get("val"), torch.Tensor):
-                graph_inputs.append(TensorInfo(node.name, shape, numel(shape) * dtype_bytes))
-                names[node.name] = node.name
+                graph_inputs.append(TensorInfo(user[node.name], shape, numel(shape) * dtype_bytes))
+                names[node.name] = user[node.name]
         elif node.op == "call_function":
             raw = _translate_node(node, params, names, source)
             if raw is not None:
