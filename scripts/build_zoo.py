@@ -59,23 +59,47 @@ class ZooModel:
     config: dict
     inputs: dict  # input name -> ("float" | "ids", shape)
     model_kwargs: dict = field(default_factory=dict)
+    #: a decode step: this many tokens in the cache (``past_key_values``), else 0
+    cached: int = 0
+    #: build on the meta device: shapes only, no weights in memory (large language models)
+    meta: bool = False
 
-    def build(self) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-        """The model (random weights, eval mode) and its example inputs."""
+    def build(self) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], dict]:
+        """The model (random weights, eval mode), its example inputs and keyword inputs."""
         import transformers
 
         torch.manual_seed(SEED)
+        device = torch.device("meta" if self.meta else "cpu")
         config = getattr(transformers, self.config_class)(**self.config)
-        model = getattr(transformers, self.model_class)(config, **self.model_kwargs).eval()
+        with device:
+            model = getattr(transformers, self.model_class)(config, **self.model_kwargs).eval()
         generator = torch.Generator().manual_seed(SEED)
         vocab = getattr(config, "vocab_size", 2)
         args = tuple(
-            torch.randint(0, vocab, shape, generator=generator)
-            if kind == "ids"
-            else torch.randn(shape, generator=generator)
+            (
+                torch.randint(0, vocab, shape, generator=generator)
+                if kind == "ids"
+                else torch.randn(shape, generator=generator)
+            ).to(device)
             for kind, shape in self.inputs.values()
         )
-        return model, args
+        kwargs = {"past_key_values": self._cache(config, device)} if self.cached else {}
+        return model, args, kwargs
+
+    def _cache(self, config, device: torch.device):
+        """A ``DynamicCache`` of ``cached`` tokens per layer (zeros: only shapes matter)."""
+        from transformers import DynamicCache
+
+        heads = config.num_key_value_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // (
+            config.num_attention_heads
+        )
+        shape = (1, heads, self.cached, head_dim)
+        layers = [
+            (torch.zeros(shape, device=device), torch.zeros(shape, device=device))
+            for _ in range(config.num_hidden_layers)
+        ]
+        return DynamicCache(ddp_cache_data=layers)
 
 
 def _resnet(name: str, depths: list[int], basic: bool) -> ZooModel:
@@ -83,6 +107,65 @@ def _resnet(name: str, depths: list[int], basic: bool) -> ZooModel:
     if basic:
         config.update(layer_type="basic", hidden_sizes=[64, 128, 256, 512])
     return ZooModel(name, "resnet", "ResNetForImageClassification", "ResNetConfig", config, IMAGE)
+
+
+#: Llama 3.2 1B (meta-llama/Llama-3.2-1B's config.json, written out: nothing is downloaded)
+LLAMA32_1B = {
+    "vocab_size": 128256,
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "tie_word_embeddings": True,
+    "attn_implementation": "eager",
+}
+#: Qwen2.5 0.5B (Qwen/Qwen2.5-0.5B's config.json, written out)
+QWEN25_05B = {
+    "vocab_size": 151936,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "attn_implementation": "eager",
+}
+#: the LLM entries' shapes: a prefill of 512 tokens, a decode step with 4,096 cached
+PREFILL, CACHED = 512, 4096
+
+
+def _decoder(name: str, family: str, config_class: str, config: dict) -> list[ZooModel]:
+    """A decoder's prefill (``name``) and decode step (``name-decode``), built on the meta
+    device (the weights are never materialised)."""
+    model_class = config_class.replace("Config", "Model")
+    return [
+        ZooModel(name, family, model_class, config_class, config, token_ids(PREFILL), meta=True),
+        ZooModel(
+            f"{name}-decode",
+            family,
+            model_class,
+            config_class,
+            config,
+            token_ids(1),
+            cached=CACHED,
+            meta=True,
+        ),
+    ]
 
 
 def _bert(name: str, **config) -> ZooModel:
@@ -185,6 +268,8 @@ MODELS: dict[str, ZooModel] = {
             {"attn_implementation": "eager"},
             AUDIO,
         ),
+        *_decoder("llama3.2-1b", "llama", "LlamaConfig", LLAMA32_1B),
+        *_decoder("qwen2.5-0.5b", "qwen2", "Qwen2Config", QWEN25_05B),
     )
 }
 
@@ -196,15 +281,16 @@ def import_model(spec: ZooModel, granularity: str = DEFAULT_GRANULARITY) -> Work
     """
     import transformers
 
-    model, args = spec.build()
+    model, args, kwargs = spec.build()
     name = zoo_name(spec.name, granularity)
-    workload = from_torch(model, args, name=name, granularity=granularity)
+    workload = from_torch(model, args, name=name, granularity=granularity, example_kwargs=kwargs)
     workload.meta.update(
         family=spec.family,
         source_class=f"transformers.{spec.model_class}",
         config_class=f"transformers.{spec.config_class}",
         config=spec.config,
         seed=SEED,
+        **({"cached_tokens": spec.cached} if spec.cached else {}),
         versions={"torch": torch.__version__, "transformers": transformers.__version__},
     )
     return workload

@@ -12,7 +12,16 @@ NAMES = workloads.names()
 #: Operational layers the EGRL paper counts (Section 4).
 PAPER_NODES = {"resnet50": 57, "resnet101": 108, "bert-large": 376}
 #: Public parameter counts of the reference architectures.
-PARAMETERS = {"resnet50": 25_557_032, "bert-base": 109_482_240, "vit-b16": 86_567_656}
+PARAMETERS = {
+    "resnet50": 25_557_032,
+    "bert-base": 109_482_240,
+    "vit-b16": 86_567_656,
+    "llama3.2-1b": 1_235_814_400,  # tied embeddings, no LM head beside them
+    "qwen2.5-0.5b": 494_032_768,
+}
+#: decode steps: (layers, key-value heads, head size) and the tokens cached
+DECODERS = {"llama3.2-1b-decode": (16, 8, 64), "qwen2.5-0.5b-decode": (24, 2, 64)}
+CACHED = 4096
 
 
 def test_zoo_holds_the_required_models_and_more():
@@ -29,8 +38,9 @@ def test_workload_loads_and_is_consistent(name):
     assert np.isfinite(w.features).all() and (w.features >= 0).all()
     assert set(w.op_types) <= set(OP_TYPES)
     assert (w.edge_index[0] < w.edge_index[1]).all()
-    assert w.total_weight_bytes == w.meta["parameters"] * w.dtype_bytes
-    assert w.meta["fusion"]["parameter_elements"] == w.meta["parameters"]
+    placed = w.meta["parameters"] + w.meta.get("cache_elements", 0)  # a decode step's cache
+    assert w.total_weight_bytes == placed * w.dtype_bytes
+    assert w.meta["fusion"]["parameter_elements"] == placed
     assert w.meta["source_class"].startswith("transformers.")
     assert w.meta["input_shapes"]
     # one connected computation: the last node is the only one nobody reads
@@ -49,6 +59,21 @@ def test_parameter_counts_match_the_reference_models(name, count):
     w = workloads.load(name)
     assert w.meta["parameters"] == count
     assert w.dtype_bytes == 1 and w.total_weight_bytes == count
+
+
+@pytest.mark.parametrize(("name", "shape"), sorted(DECODERS.items()))
+def test_a_decode_step_places_its_cache_beside_the_prefills_weights(name, shape):
+    layers, heads, head_dim = shape
+    step, prefill = workloads.load(name), workloads.load(name.removesuffix("-decode"))
+    assert step.meta["cache_elements"] == 2 * layers * heads * CACHED * head_dim
+    assert (
+        step.meta["cached_tokens"] == CACHED and step.meta["parameters"] == PARAMETERS[prefill.name]
+    )
+    assert step.meta["input_shapes"] == {"input_ids": [1, 1]}
+    assert prefill.meta["input_shapes"] == {"input_ids": [1, 512]}
+    assert step.num_nodes == prefill.num_nodes
+    # one token reads each weight once (a MAC per weight), far below the prefill of 512
+    assert step.macs.sum() < prefill.macs.sum() / 100
 
 
 def test_resnet50_macs_are_the_known_four_gigamacs():
