@@ -1,13 +1,15 @@
 """Operator coverage of :func:`workloads.from_torch` on current ``transformers`` architectures.
 
 Each architecture of :data:`ARCHITECTURES` is built from its config class with a tiny
-config (2 layers, hidden size 32 to 64, a vocabulary of 128, random weights; nothing is
-downloaded), with the model's default attention implementation, and imported with
+config (2 layers, hidden size 64 or stages of 16 and 32 channels, a vocabulary of 128,
+4 experts for a mixture of experts, random weights; nothing is downloaded), with the
+model's default attention implementation, and imported with
 ``workloads.from_torch`` on a small example input: token ids ``[1, 16]``, pixel values
 ``[1, 3, 64, 64]``, 4,000 audio samples, or a ``[1, 16, 32]`` log-mel spectrogram. A model
 class written ``WhisperModel.encoder`` is that submodule of the model. Prints a markdown
 table: architecture, config class, imported or not, nodes, seconds of ``from_torch``, and
-for a failure its one-line error (the missing operator and its node).
+for a failure its one-line error (the missing operator and its node); below it, why each
+gap of :data:`LEFT` is left.
 
     python benchmarks/import_coverage.py                       # every architecture
     python benchmarks/import_coverage.py --only llama convnextv2 --out /tmp/coverage.md
@@ -42,6 +44,14 @@ DECODER = {
     "head_dim": 16,
     "max_position_embeddings": 64,
     "pad_token_id": 0,
+}
+#: the decoder with a mixture of 4 experts (2 per token) in place of its MLP
+MOE = {
+    **DECODER,
+    "moe_intermediate_size": 32,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
 }
 #: a two-layer BERT-style encoder
 ENCODER = {
@@ -78,6 +88,31 @@ ARCHITECTURES: list[tuple[str, str, str, dict, str]] = [
     ("cohere", "CohereConfig", "CohereModel", DECODER, "ids"),
     ("starcoder2", "Starcoder2Config", "Starcoder2Model", DECODER, "ids"),
     ("smollm3", "SmolLM3Config", "SmolLM3Model", DECODER, "ids"),
+    ("glm4", "Glm4Config", "Glm4Model", DECODER, "ids"),
+    ("qwen3-moe", "Qwen3MoeConfig", "Qwen3MoeModel", MOE, "ids"),
+    ("mixtral", "MixtralConfig", "MixtralModel", MOE, "ids"),
+    ("gpt-oss", "GptOssConfig", "GptOssModel", MOE, "ids"),
+    (
+        "llama4-text",
+        "Llama4TextConfig",
+        "Llama4TextModel",
+        {**MOE, "intermediate_size_mlp": 128, "num_local_experts": 2, "num_experts_per_tok": 1},
+        "ids",
+    ),
+    (
+        "qwen3.5-text",
+        "Qwen3_5TextConfig",
+        "Qwen3_5TextModel",
+        {
+            **DECODER,
+            "layer_types": ["linear_attention", "full_attention"],
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+        },
+        "ids",
+    ),
     (
         "falcon",
         "FalconConfig",
@@ -185,6 +220,8 @@ ARCHITECTURES: list[tuple[str, str, str, dict, str]] = [
     ("vit", "ViTConfig", "ViTModel", VIT, "image"),
     ("deit", "DeiTConfig", "DeiTModel", VIT, "image"),
     ("dinov2", "Dinov2Config", "Dinov2Model", VIT, "image"),
+    ("dinov3-vit", "DINOv3ViTConfig", "DINOv3ViTModel", VIT, "image"),
+    ("siglip-vision", "SiglipVisionConfig", "SiglipVisionModel", VIT, "image"),
     (
         "swin",
         "SwinConfig",
@@ -220,6 +257,13 @@ ARCHITECTURES: list[tuple[str, str, str, dict, str]] = [
         "EfficientNetConfig",
         "EfficientNetModel",
         {"image_size": 64, "width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320},
+        "image",
+    ),
+    (
+        "mobilenet-v2",
+        "MobileNetV2Config",
+        "MobileNetV2Model",
+        {"image_size": 64, "depth_multiplier": 0.35},
         "image",
     ),
     (
@@ -289,6 +333,14 @@ ARCHITECTURES: list[tuple[str, str, str, dict, str]] = [
 ]
 
 
+#: architectures known not to import, and why their operators have no rule
+LEFT = {
+    "llama4-text": "complex rotary embeddings (aten.polar, view_as_complex, view_as_real): "
+    "the workload IR has one element size and real-valued costs, while a complex element "
+    "is two reals and its multiply six real operations",
+}
+
+
 def example_input(kind: str, config) -> torch.Tensor:
     """A small example input of ``kind``: ``ids``, ``image``, ``audio`` or ``mel``."""
     generator = torch.Generator().manual_seed(0)
@@ -356,6 +408,9 @@ def table(rows: list[dict]) -> str:
     lines.append(
         f"{done} of {len(rows)} architectures import ({100 * done / max(len(rows), 1):.0f}%)."
     )
+    lines += [
+        f"- {r['name']}: left: {LEFT[r['name']]}" for r in rows if not r["ok"] and r["name"] in LEFT
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -382,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-    return 0 if all(r["ok"] for r in rows) else 1
+    return 0 if all(r["ok"] or r["name"] in LEFT for r in rows) else 1  # a new gap fails
 
 
 if __name__ == "__main__":

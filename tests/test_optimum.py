@@ -118,3 +118,14 @@ def test_optimum_puts_everything_in_sram_when_it_fits():
     all_sram = np.full((6, 2), 2)
     assert result.proven
     assert result.latency_s == pytest.approx(env.evaluate(all_sram).latency_s[0], rel=1e-12)
+
+
+def test_a_solver_without_a_map_in_time_answers_the_compilers_map(caplog):
+    w = residual(5, 30_000, 100_000, 200_000)
+    env = make_env(NNPI(llc_mib=0.4, sram_mib=0.1), w)
+    result = env.optimum(time_limit_s=1e-6, workers=1)  # stops before any search
+    assert result.status == "UNKNOWN" and not result.proven
+    np.testing.assert_array_equal(result.mapping, env.target.native_mapping())
+    assert result.latency_s == pytest.approx(env.baseline_latency_s, rel=1e-12)
+    assert 0 <= result.bound_s <= result.latency_s and result.gap > 0
+    assert "the hint (the native compiler's map) is the best known" in caplog.text

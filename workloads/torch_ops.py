@@ -1,17 +1,17 @@
 """The ATen operator table: what each supported ``torch.export`` op is and what it costs.
 
-Every supported op (keyed by its ATen packet name, ``"aten.conv2d"``) has a
-:class:`TorchRule`: the :class:`~workloads.rawgraph.RawOp` kind it becomes and a
-cost function computing ``macs``, ``vector_ops`` and conv-style attributes from the FX
-node's arguments and the ``meta["val"]`` shapes of its inputs and output. An op outside
-the table makes :func:`workloads.from_torch` raise
-:class:`~workloads.errors.UnsupportedOperatorError`.
+Every supported op (keyed by its ATen packet name, ``"aten.conv2d"``, or a custom op's,
+``"transformers.grouped_mm_fallback"``) has a :class:`TorchRule`: the
+:class:`~workloads.rawgraph.RawOp` kind it becomes and a cost function computing
+``macs``, ``vector_ops`` and conv-style attributes from the FX node's arguments and the
+``meta["val"]`` shapes of its inputs and output. An op outside the table makes
+:func:`workloads.from_torch` raise :class:`~workloads.errors.UnsupportedOperatorError`.
 
 Costs follow the same conventions as the ONNX table (:mod:`workloads.onnx_ops`):
 ``macs`` for conv / linear / matmul, ``vector_ops`` per output element for elementwise
 ops and layouts (2 for an inference batch-norm, 3 for softmax, 5 for layer / group
 norm), per input element for reductions, per output element and window element for
-pooling.
+pooling, per element written for scatters (the functional forms of in-place updates).
 """
 
 from __future__ import annotations
@@ -230,6 +230,47 @@ def attention(node: fx.Node) -> Cost:
     return Cost(macs=scores * (e + ev), vector_ops=3 * scores)
 
 
+def sort(node: fx.Node) -> Cost:
+    """A comparison sort along ``dim`` (``sort(x, dim=-1)``): ``ceil(log2 n)`` vector ops
+    per element for rows of ``n``."""
+    x = shape_of(node.args[0])
+    n = x[int(arg(node, 1, "dim", -1)) % len(x)] if x else 1
+    return Cost(vector_ops=numel(x) * max(1, math.ceil(math.log2(max(n, 1)))))
+
+
+def meshgrid(node: fx.Node) -> Cost:
+    """``meshgrid(tensors)``: one grid per input, one vector op per element of each."""
+    return Cost(vector_ops=len(node.args[0]) * numel(shape_of(node)))
+
+
+def written(source: int) -> CostFn:
+    """A scatter into a copy of its first input: one vector op per element written, the
+    elements of argument ``source`` (the source of ``slice_scatter``, the index of
+    ``scatter``); the rest of the input stays in place."""
+    return lambda n: Cost(vector_ops=numel(shape_of(n.args[source])))
+
+
+def index_put(node: fx.Node) -> Cost:
+    """``index_put(x, indices, values)``: one vector op per indexed position (the broadcast
+    index shape times the dims no index covers; a boolean mask counts all its positions)."""
+    x = shape_of(node.args[0])
+    dim, covered, masked, shapes = 0, 1, 1, []
+    for index in node.args[1]:
+        if index is None:
+            dim += 1
+            continue
+        if getattr(index.meta.get("val"), "dtype", None) == torch.bool:
+            span = len(shape_of(index))
+            masked *= numel(shape_of(index))
+        else:
+            span = 1
+            shapes.append(shape_of(index))
+        covered *= numel(x[dim : dim + span])
+        dim += span
+    positions = masked * (numel(torch.broadcast_shapes(*shapes)) if shapes else 1)
+    return Cost(vector_ops=positions * (numel(x) // max(covered, 1)))
+
+
 # ------------------------------------------------------------------------ the table
 def _rules(names: str, rule: TorchRule) -> dict[str, TorchRule]:
     return {f"aten.{n}": rule for n in names.split()}
@@ -255,25 +296,50 @@ TORCH_RULES: dict[str, TorchRule] = {
     **_rules("matmul mm bmm", TorchRule("matmul", matmul(0))),
     **_rules("addmm baddbmm", TorchRule("matmul", matmul(1, bias=0))),
     "aten.einsum": TorchRule("matmul", einsum),
-    "aten.scaled_dot_product_attention": TorchRule("matmul", attention),
+    **_rules(
+        "scaled_dot_product_attention _scaled_dot_product_flash_attention_for_cpu "
+        "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
+        "_scaled_dot_product_cudnn_attention",
+        TorchRule("matmul", attention),
+    ),
+    # mixture-of-experts: rows sorted by expert, each row times its expert's weight
+    "aten._grouped_mm": TorchRule("matmul", matmul(0)),
+    "transformers.grouped_mm_fallback": TorchRule("matmul", matmul(0)),
     "aten.embedding": TorchRule("embedding", per_output()),
     # pooling
-    **_rules("max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d", TorchRule("pool", pool())),
+    **_rules(
+        "max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices "
+        "avg_pool1d avg_pool2d",
+        TorchRule("pool", pool()),
+    ),
     **_rules(
         "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool2d",
         TorchRule("pool", adaptive_pool),
     ),
     # normalisation (inference batch-norm is a per-channel scale and shift)
-    **_rules("layer_norm group_norm instance_norm rms_norm", _NORM),
+    **_rules(
+        "layer_norm group_norm instance_norm rms_norm native_layer_norm native_group_norm", _NORM
+    ),
     **_rules(
         "_native_batch_norm_legit_no_training batch_norm", TorchRule("eltwise", per_output(2))
     ),
     **_rules("softmax _softmax log_softmax _log_softmax", TorchRule("softmax", per_output(3))),
-    **_rules("mean sum amax amin max min var std prod argmax argmin norm", _REDUCE),
+    # reductions (a p-norm's power and sum are one multiply-add per element; top-k and a
+    # histogram compare or count each element once)
+    **_rules(
+        "mean sum amax amin max min var std prod argmax argmin any all norm "
+        "linalg_vector_norm topk histc",
+        _REDUCE,
+    ),
     # binary min / max are elementwise (overload entries win over packet entries)
     **{f"aten.{m}.other": _ELTWISE for m in ("max", "min")},
     # new layouts (materialised copies)
-    **_rules("permute transpose t cat stack roll flip pixel_shuffle repeat", _LAYOUT),
+    **_rules(
+        "permute transpose t cat stack roll flip pixel_shuffle repeat repeat_interleave tile",
+        _LAYOUT,
+    ),
+    "aten.meshgrid": TorchRule("layout", meshgrid),
+    **_rules("sort argsort", TorchRule("layout", sort)),
     # elementwise
     **_rules(
         "add sub rsub mul div pow relu relu6 hardtanh gelu silu sigmoid tanh exp log sqrt "
@@ -281,21 +347,28 @@ TORCH_RULES: dict[str, TorchRule] = {
         "hardsigmoid leaky_relu elu softplus mish sin cos floor ceil round sign square "
         "where masked_fill eq ne lt le gt ge logical_not logical_and logical_or __and__ "
         "__or__ bitwise_not bitwise_and bitwise_or diff cumsum gather index index_select "
-        "tril triu _weight_norm _weight_norm_interface",
+        "tril triu _weight_norm _weight_norm_interface floor_divide remainder fmod copy log1p "
+        "expm1",
         _ELTWISE,
     ),
+    # writes into a copy of the first input (functional forms of in-place updates)
+    **_rules("slice_scatter select_scatter", TorchRule("eltwise", written(1))),
+    **_rules("scatter scatter_add", TorchRule("eltwise", written(2))),
+    "aten.index_add": TorchRule("eltwise", written(3)),
+    "aten.index_put": TorchRule("eltwise", index_put),
     # views: no data moves (type conversions are free under one element size)
     **_rules(
         "view _unsafe_view reshape flatten unflatten squeeze unsqueeze expand expand_as "
         "dropout clone contiguous slice select narrow split split_with_sizes chunk unbind "
-        "alias detach _to_copy to type_as view_as pad constant_pad_nd",
+        "alias detach _to_copy to type_as view_as pad constant_pad_nd as_strided",
         _ALIAS,
     ),
     "getitem": _ALIAS,
     # values known at compile time
     **_rules(
         "arange zeros ones full empty zeros_like ones_like full_like empty_like new_zeros "
-        "new_ones new_full new_empty scalar_tensor lift_fresh_copy",
+        "new_ones new_full new_empty scalar_tensor lift_fresh_copy eye empty_permuted "
+        "empty_strided fill",
         _CONST,
     ),
     **_rules("_assert_tensor_metadata _assert_scalar _assert_async sym_constrain_range", SKIP),

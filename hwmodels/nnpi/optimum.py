@@ -11,13 +11,14 @@ than the hint.
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from hwmodels.base import OptimumResult
-from hwmodels.nnpi.cpmodel import add_hint, build_model
+from hwmodels.nnpi.cpmodel import build_model, complete_hint
 from hwmodels.nnpi.dominance import add_maximality, levels_are_monotone, maximize
 from hwmodels.nnpi.params import FS_PER_S
 from hwmodels.nnpi.symmetry import add_weight_order, canonical_levels
@@ -80,8 +81,9 @@ def solve(
         The best map found, its latency, the proven lower bound and the gap.
 
     Raises:
-        RuntimeError: the solver found no map, its map does not measure to its
-            objective, or it certified an optimum slower than the hint.
+        RuntimeError: the solver's map does not measure to its objective, or it
+            certified an optimum slower than the hint. (A solver that finds no map in
+            time answers the hint, with the solver's bound, logged.)
     """
     name = target.workload.name
     hint = target.native_mapping() if hint is None else np.asarray(hint, dtype=np.int64)
@@ -94,7 +96,7 @@ def solve(
         start_levels = canonical_levels(target, parts, maximize(target, parts, start_levels))
     else:
         log.info("%s: levels not ordered by speed; symmetry and dominance cuts off", name)
-    add_hint(parts, start_levels)
+    complete_hint(parts, start_levels, time_limit_s)
     log.info(
         "%s: CP-SAT model with %d booleans, %d constraints, %d weight classes (%.2f s)",
         name,
@@ -113,20 +115,29 @@ def solve(
     status = solver.solve(parts.model, _Progress(name))
     wall = solver.wall_time
     status_name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise RuntimeError(f"{name}: CP-SAT found no map ({status_name}) in {wall:.1f} s")
-
-    mapping = np.zeros(2 * target.num_units, dtype=np.int64)
-    for (t, lv), var in parts.x.items():
-        if solver.boolean_value(var):
-            mapping[t] = lv
-    mapping = mapping.reshape(target.num_units, 2)
-    objective = int(solver.value(parts.objective))
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        mapping = np.zeros(2 * target.num_units, dtype=np.int64)
+        for (t, lv), var in parts.x.items():
+            if solver.boolean_value(var):
+                mapping[t] = lv
+        mapping = mapping.reshape(target.num_units, 2)
+        objective = int(solver.value(parts.objective))
+    else:  # no map within the limit (presolve alone can take it): the hint is the best known
+        log.warning(
+            "%s: CP-SAT found no map (%s) in %.1f s; the hint (the native compiler's map) is "
+            "the best known, bounded by the solver's bound",
+            name,
+            status_name,
+            wall,
+        )
+        mapping, objective = hint, int(target.latency_fs(hint[None])[0])
     proven = status == cp_model.OPTIMAL
     _check_against_measure(target, mapping, objective)
     _check_against_hint(target, hint, objective, proven)
 
-    bound = objective if proven else min(objective, int(np.ceil(solver.best_objective_bound)))
+    found = solver.best_objective_bound  # NaN or infinite when the search never started
+    found = math.ceil(found) if math.isfinite(found) else 0
+    bound = objective if proven else min(objective, max(0, found))
     result = OptimumResult(
         mapping=mapping,
         latency_s=objective / FS_PER_S,
