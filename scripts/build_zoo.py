@@ -17,11 +17,14 @@ Usage::
     python scripts/build_zoo.py --check         # re-import and compare with the shipped files
     python scripts/build_zoo.py --granularity op bert-base   # op granularity, zoo/unfused/
     python scripts/build_zoo.py --list          # names, families, sources
+    python scripts/build_zoo.py llama3.2-1b-decode --cached 32768 --out /tmp/w
+        # a decode step at another cache length: /tmp/w/llama3.2-1b-decode-32768.json.gz
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -339,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         help="layer: fused layers (zoo/); op: one node per compute op (zoo/unfused/)",
     )
     parser.add_argument("--out", type=Path, help="zoo directory (default: the granularity's)")
+    parser.add_argument(
+        "--cached", type=int, help="decode steps at this cache length, named <name>-<cached>"
+    )
     args = parser.parse_args(argv)
     args.out = args.out or GRANULARITY_DIRS[args.granularity]
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
@@ -346,6 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown models {unknown}; known: {sorted(MODELS)}")
     specs = [MODELS[n] for n in args.names] if args.names else list(MODELS.values())
+    if args.cached is not None:
+        prefills = [s.name for s in specs if not s.cached]
+        if prefills or args.cached < 1 or args.check:
+            parser.error(
+                f"--cached needs decode steps and a length >= 1 (not {prefills or args.cached}), "
+                "and no --check"
+            )
+        specs = [
+            dataclasses.replace(s, name=f"{s.name}-{args.cached}", cached=args.cached)
+            for s in specs
+        ]
     if args.list:
         for s in specs:
             log.info("%-18s %-12s transformers.%s", s.name, s.family, s.model_class)

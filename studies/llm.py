@@ -1,0 +1,229 @@
+"""LLM inference: how much room does the native compiler leave on a prefill and a decode
+step, and how much of it do the agents take?
+
+The plan (``configs/study/llm.yaml``) has the peers study's shape (:mod:`studies.peers`):
+problems (a zoo LLM entry on a hardware model) and agents as egrl-train overrides, every
+agent on every problem for ``seeds`` seeds at one ``budget``. Before the runs, the decode
+steps of the cache-length sweep that are not in the zoo are built (``builds``:
+``scripts/build_zoo.py ENTRY --cached N`` into ``OUT/workloads``).
+
+The section gives, per problem, the workload's bytes (weights and cache), the native
+compiler's latency, the reference (the CP-SAT optimum with its bound where the target has
+a solver, else the best known) and the room it leaves over the compiler, and how much of
+that room each agent took; then the sweep (``sweep``: problem -> cached tokens): how the
+room changes as the cache grows; and per problem the peers study's table of every agent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+import workloads
+from egrl.aggregate.optimum import CACHE_FILE
+from studies import peers
+from studies.peers import PeersResult
+from studies.render import left_out, markdown_table, reproduce
+from studies.runner import ROOT, CommandSpec, Page, RunSpec, StudyError, script_label
+from studies.stats import format_mean_std, room_taken
+
+SECTION = "llm"
+MIB = 2**20
+
+
+# ------------------------------------------------------------------ plan
+def check(cfg: DictConfig) -> None:
+    """The peers study's checks, and: every sweep problem is a problem of the plan."""
+    peers.check(cfg)
+    for problem in cfg.get("sweep") or {}:
+        if problem not in cfg.problem_overrides:
+            raise StudyError(f"{cfg.study}: sweep problem {problem!r} has no overrides")
+
+
+def builds(cfg: DictConfig, out: Path) -> list[CommandSpec]:
+    """The decode steps a problem of the plan reads from ``OUT/workloads`` (``builds``)."""
+    wanted = " ".join(o for p in cfg.problems for o in cfg.problem_overrides[p])
+    specs = []
+    for name, build in (cfg.get("builds") or {}).items():
+        if f"/workloads/{name}.json.gz" not in wanted:
+            continue
+        argv = (
+            sys.executable,
+            str(ROOT / "scripts" / "build_zoo.py"),
+            str(build.entry),
+            "--cached",
+            str(int(build.cached)),
+            "--out",
+            str(out / "workloads"),
+        )
+        specs.append(CommandSpec("workloads", argv, f"workloads/{name}.json.gz"))
+    return specs
+
+
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
+    """One stage: the sweep's decode steps built, then every problem x agent x seed."""
+    check(cfg)
+    yield [*builds(cfg, out), *next(peers.plan(cfg, out))]
+
+
+# ------------------------------------------------------------------ analysis
+def analyse(cfg: DictConfig, out: Path) -> list[PeersResult]:
+    """Every problem's agents (:func:`studies.peers.analyse`; no peers)."""
+    return peers.analyse(cfg, out)
+
+
+def optimum_of(out: Path, problem: str) -> dict | None:
+    """The problem's solver answer (the best of its ``optimum.json``), or None."""
+    path = out / problem / CACHE_FILE
+    if not path.exists():
+        return None
+    answers = list(json.loads(path.read_text(encoding="utf-8")).values())
+    return max(answers, key=lambda a: a["speedup"]) if answers else None
+
+
+def bound_text(answer: dict | None) -> str:
+    """The solver's optimum as a speedup over the compiler, with the bound when unproven
+    (none when the solver had no map of its own in its time: the compiler's is its answer)."""
+    if answer is None:
+        return "no solver"
+    speedup, gap = float(answer["speedup"]), float(answer.get("gap", np.nan))
+    if answer.get("proven") or gap == 0:
+        return f"{speedup:.4f}x (proven)"
+    if not np.isfinite(gap) or gap >= 1:
+        return f"{speedup:.4f}x, no bound in {float(answer.get('time_limit_s', np.nan)):.0f} s"
+    return f"{speedup:.4f}x, at most {speedup / (1 - gap):.4f}x"
+
+
+def room_text(reference: float) -> str:
+    """The room over the compiler: the reference's speedup less 1, none below it."""
+    return f"{100 * max(reference - 1, 0):.2f}%"
+
+
+def workload_of(result: PeersResult):
+    """The workload of the problem's first run (its file or zoo name)."""
+    run = result.agents[0].cell.runs[0]
+    return workloads.load(run.workload)
+
+
+def compiler_ms(result: PeersResult) -> float:
+    """The native compiler's latency in ms (from a run's ``best_mapping.json``)."""
+    run = result.agents[0].cell.runs[0]
+    best = json.loads((Path(run.path) / "best_mapping.json").read_text(encoding="utf-8"))
+    return 1e3 * float(best["baseline_latency_s"])
+
+
+def room_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) -> str:
+    """Per problem: bytes, the compiler, the reference and its room, each agent's share."""
+    rows = []
+    for r in results:
+        w = workload_of(r)
+        cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
+        taken = [
+            format_mean_std(room_taken(a.cell.final, r.reference), "{:.0%}", "no room")
+            for a in r.agents
+        ]
+        best = r.agent(r.best)
+        rows.append(
+            (
+                r.problem,
+                w.num_nodes,
+                f"{(w.total_weight_bytes - cache) / MIB:.0f} + {cache / MIB:.0f}",
+                f"{compiler_ms(r):.3f}",
+                bound_text(optimum_of(out, r.problem)),
+                f"{r.reference:.4f}x ({r.source})",
+                room_text(r.reference),
+                f"{best.agent} {format_mean_std(best.cell.final)}",
+                "; ".join(f"{a.agent} {t}" for a, t in zip(r.agents, taken)),
+            )
+        )
+    head = (
+        "problem",
+        "units",
+        "weights + cache MiB",
+        "compiler ms",
+        "solver",
+        "reference",
+        "room over the compiler",
+        f"best agent at {results[0].budget}",
+        "room taken",
+    )
+    return markdown_table(head, rows)
+
+
+def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) -> str:
+    """The sweep's problems by cache length: bytes, compiler, reference, room, best agent."""
+    by_problem = {r.problem: r for r in results}
+    rows = []
+    for problem, tokens in sorted((cfg.get("sweep") or {}).items(), key=lambda kv: kv[1]):
+        r = by_problem.get(problem)
+        if r is None:
+            continue
+        w = workload_of(r)
+        cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
+        best = r.agent(r.best)
+        rows.append(
+            (
+                f"{int(tokens):,}",
+                f"{cache / MIB:.0f}",
+                f"{cache / w.total_weight_bytes:.1%}",
+                f"{compiler_ms(r):.3f}",
+                bound_text(optimum_of(out, problem)),
+                room_text(r.reference),
+                f"{best.agent} {format_mean_std(best.cell.final)}",
+            )
+        )
+    head = (
+        "cached tokens",
+        "cache MiB",
+        "cache's share of the bytes",
+        "compiler ms",
+        "solver",
+        "room over the compiler",
+        "best agent",
+    )
+    return markdown_table(head, rows)
+
+
+# ------------------------------------------------------------------ the section
+def intro(cfg: DictConfig, machine: str) -> str:
+    agents = ", ".join(f"`{a}`: {' '.join(cfg.agent_overrides[a])}" for a in cfg.agents)
+    return (
+        f"Each agent at the same paid measurements, {cfg.seeds} seeds per agent"
+        + (f", on {machine}" if machine else "")
+        + f"; each run pays {cfg.budget} maps and is read at {cfg.early} and at "
+        f"{cfg.budget}. The agents: {agents}. The workloads: the zoo's Llama 3.2 1B and "
+        "Qwen2.5 0.5B (docs/workloads.md), a prefill of 512 tokens and a decode step of one "
+        "token with 4,096 cached, at int8; the decode step's cached keys and values are "
+        "placed by the map beside the weights. The solver is CP-SAT on NNP-I's cost model "
+        f"({cfg.optimum_time_s} s); `room over the compiler` is the reference's speedup "
+        "less 1, `room taken` each agent's share of it. The chip: "
+        f"`{script_label(cfg.chip)}` (docs/external.md), no solver."
+    )
+
+
+def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
+    """The ``llm`` section; one figure per problem, ``llm_<problem>.png``."""
+    out = Path(cfg.out)
+    lines = ["## LLM inference: prefill, decode and the KV cache in the map", ""]
+    lines += [intro(cfg, page.machine), ""]
+    if result:
+        lines += [
+            "The room each problem leaves and what the agents took of it:",
+            "",
+            room_markdown(cfg, result, out),
+            "",
+        ]
+        sweep = sweep_markdown(cfg, result, out)
+        if sweep.count("\n") > 1:
+            lines += ["The decode step as its cache grows (NNP-I):", "", sweep, ""]
+    lines += left_out(peers.missing_notes(cfg, result))
+    for r in result:
+        png = peers.plot_problem(r, page.figure(f"llm_{r.problem}.png"))
+        lines += peers.problem_markdown(r, page.link(png))
+    lines += reproduce(page.command)
+    return "\n".join(lines)
