@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
+from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies import peers, screening
 from studies.peers import PeersResult
@@ -42,6 +43,12 @@ ALPHA = 0.05
 THIRD, HALF, SAMPLE_PROBLEMS = 1 / 3, 0.5, 3
 #: at ``early``, mbo's final at least the baseline's final at the budget on this many problems
 EARLY_PROBLEMS = 5
+#: the model side's seconds per paid map on ResNet-101, and the share of refused paid maps
+MODEL_SIDE_S, REFUSED_SHARE = 1.0, 0.05
+#: pre-trained: at most this share of the baseline's samples; the moonshot's board runs
+PRETRAINED_SHARE, MOONSHOT_RUNS = 0.1, 10
+#: the paid measurements at which the model's rank quality is read
+RANK_AT = (40, 60, 100, 200, 400)
 
 
 # ------------------------------------------------------------------ plan
@@ -241,6 +248,37 @@ def cost_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
     return markdown_table(head, rows)
 
 
+def spearman_at(run: Run, paid: int) -> float:
+    """The model's rank correlation on the round that brought ``run`` to ``paid`` paid
+    maps (its ``metrics.csv``'s ``screen_spearman``; NaN: none by then)."""
+    for row in RunDir(run.path).read_metrics_rows():
+        if int(row["iterations"]) >= paid:
+            value = row.get("screen_spearman")
+            return float(value) if value not in (None, "") else np.nan
+    return np.nan
+
+
+def rank_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+    """Per problem and screened agent: the model's Spearman on each round's paid maps at
+    :data:`RANK_AT` paid maps, median [min-max] over seeds."""
+    rows = []
+    for r in results:
+        for a in r.agents:
+            if not np.isfinite(a.cell.spearman).any():
+                continue
+            at = [np.array([spearman_at(run, k) for run in a.cell.runs]) for k in RANK_AT]
+            rows.append(
+                (r.problem, a.agent, *(median_range(v[np.isfinite(v)], "{:.2f}") for v in at))
+            )
+    return markdown_table(("problem", "agent", *(f"at {k}" for k in RANK_AT)), rows)
+
+
+def model_side_s(agent) -> np.ndarray:
+    """float ``[S]``: each run's model side (fits, scores, picks and the searchers' moves)
+    in seconds per paid map."""
+    return per_paid(agent, "t_screening") + per_paid(agent, "t_evolution")
+
+
 # ------------------------------------------------------------------ targets
 def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
     """Whether each target is met, from the numbers, with the problems that decide it."""
@@ -268,6 +306,19 @@ def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
         mbo, base = found(r, cfg.mbo), found(r, cfg.baseline)
         if mbo is not None and base is not None and np.mean(mbo.early) >= base.mean_final:
             early.append(r.problem)
+    slow = [
+        f"{r.problem} ({np.median(model_side_s(m)):.2f} s)"
+        for r in results
+        if "resnet101" in r.problem
+        and (m := found(r, cfg.mbo)) is not None
+        and np.median(model_side_s(m)) > MODEL_SIDE_S
+    ]
+    refused = [
+        f"{r.problem} ({share:.1%})"
+        for r in results
+        if (m := found(r, cfg.mbo)) is not None
+        and (share := float(np.median([refused_share(run) for run in m.cell.runs]))) > REFUSED_SHARE
+    ]
     met = "**met**" if len(third) >= SAMPLE_PROBLEMS else "**not met**"
     if not chips:
         met = "**not assessed**, no chip problem"
@@ -283,7 +334,42 @@ def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
         f"{results[0].budget} on at least {EARLY_PROBLEMS} problems: "
         + ("**met**" if len(early) >= EARLY_PROBLEMS else "**not met**")
         + f" ({len(early)} of {len(results)}: {', '.join(early) or 'none'}).",
+        f"- the model side (fits, scores, picks, the searchers' moves) at most {MODEL_SIDE_S:.0f} s "
+        "per paid map on ResNet-101 (median over seeds): "
+        + ("**met**." if not slow else f"**not met** on {', '.join(slow)}."),
+        f"- at most {REFUSED_SHARE:.0%} of mbo's paid maps refused by the compiler (median over "
+        "seeds): " + ("**met**." if not refused else f"**not met** on {', '.join(refused)}."),
+        *pretrained_lines(cfg, results),
     ]
+
+
+def pretrained_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
+    """The pre-trained agents' targets: at most a tenth of the baseline's samples on one of
+    their problems, and the moonshot (the level within :data:`MOONSHOT_RUNS` board runs)."""
+    lines = []
+    for name in cfg.get("pretrained") or {}:
+        ratios, moonshots = [], []
+        for r in results:
+            agent, base = found(r, name), found(r, cfg.baseline)
+            if agent is None or base is None:
+                continue
+            ratio, p, text = sample_ratio(agent, base)
+            ratios.append(f"{r.problem} {text}")
+            if ratio <= PRETRAINED_SHARE or (np.isnan(ratio) and p < ALPHA):
+                ratios[-1] += " (met)"
+            reached = int((agent.cell.to_level <= MOONSHOT_RUNS).sum())
+            moonshots.append(f"{r.problem} {reached}/{len(agent.cell.runs)}")
+        if not ratios:
+            lines.append(f"- {name}: **not run**.")
+            continue
+        met = any(text.endswith("(met)") for text in ratios)
+        lines += [
+            f"- {name}: at most {PRETRAINED_SHARE:.0%} of {cfg.baseline}'s samples on one of its "
+            "problems: " + ("**met**" if met else "**not met**") + f" ({'; '.join(ratios)}).",
+            f"- the moonshot, {results[0].level:.0%} of the reference within {MOONSHOT_RUNS} "
+            f"board runs ({name}): runs that did: {'; '.join(moonshots)}.",
+        ]
+    return lines
 
 
 # ------------------------------------------------------------------ report
@@ -333,6 +419,12 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
             f"{result[0].budget}:",
             "",
             early_markdown(cfg, result),
+            "",
+            "The model's rank quality: Spearman of its predictions against the board's "
+            "readings on each round's paid maps, at so many paid maps (median [min-max] over "
+            "seeds):",
+            "",
+            rank_markdown(cfg, result),
             "",
             "What the model side costs (median [min-max] over seeds):",
             "",
