@@ -192,3 +192,16 @@ def test_einsum_with_a_parameter_is_linear():
 def test_export_failure_names_the_model():
     with pytest.raises(WorkloadError, match="torch.export of 'Broken' failed: no forward"):
         from_torch(Broken(), torch.randn(2))
+
+
+class DataDependent(torch.nn.Module):
+    """Control flow on a tensor's value: torch.export refuses it with a long message."""
+
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+def test_export_failure_is_one_line():
+    with pytest.raises(WorkloadError, match="torch.export of 'DataDependent' failed: ") as err:
+        from_torch(DataDependent(), torch.randn(2))
+    assert "\n" not in str(err.value) and err.value.__cause__ is not None

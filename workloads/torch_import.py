@@ -112,7 +112,10 @@ def export(module: torch.nn.Module, args: tuple, name: str) -> torch.export.Expo
             program = torch.export.export(module, args, strict=False)
             return program.run_decompositions({})
     except Exception as exc:  # torch.export raises many exception types
-        raise WorkloadError(f"torch.export of {name!r} failed: {exc}") from exc
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        first = lines[0] if lines else type(exc).__name__
+        more = f" ({len(lines) - 1} more lines in the exception's cause)" if len(lines) > 1 else ""
+        raise WorkloadError(f"torch.export of {name!r} failed: {first}{more}") from exc
     finally:
         module.train(training)
 
