@@ -10,7 +10,7 @@ from egrl.rundir import RunDir
 from studies import peers, render, runner
 from tests.study_runs import write_optimum, write_run
 
-TOOLKIT = ("ea", "sa", "ga", "egrl", "ea-search")
+TOOLKIT = ("ea", "sa", "ga", "egrl", "ea-search", "mbo")
 PEERS = ("optuna-tpe", "optuna-gp", "optuna-cmaes", "smac", "nevergrad", "random")
 
 
@@ -26,10 +26,11 @@ def test_the_plan_runs_every_agent_on_every_problem(tmp_path):
     assert {s.group for s in stage} == {
         f"{p}/{a}" for p in problems for a in (*TOOLKIT, *PEERS) if a != "optuna-gp" or p in gp
     }
-    assert len(stage) == (len(problems) * 11 - (len(problems) - 2)) * 5 == 310
+    agents = len(TOOLKIT) + len(PEERS)
+    assert len(stage) == (len(problems) * agents - (len(problems) - 2)) * 5 == 340
     every = runner.load_plan("peers", [f"out={tmp_path}", "agent_problems.optuna-gp=null"])
     (stage,) = list(peers.plan(every, tmp_path))
-    assert len(stage) == len(problems) * 11 * 5
+    assert len(stage) == len(problems) * agents * 5
     runs = {s.path: s for s in stage}
     assert runs["chip-resnet50/ea-search/seed4"].overrides[-4:] == (
         "agent=ea",
@@ -60,7 +61,7 @@ def test_a_costly_problem_runs_only_its_agents(tmp_path):
     (stage,) = list(peers.plan(cfg, tmp_path))
     groups = {s.group for s in stage if s.group.startswith("mcm-efficientnet-b0/")}
     assert groups == {f"mcm-efficientnet-b0/{a}" for a in ("ea", "sa", "optuna-tpe", "random")}
-    assert sum(s.group.startswith("nnpi-resnet101/") for s in stage) == 10  # no GP
+    assert sum(s.group.startswith("nnpi-resnet101/") for s in stage) == 11  # no GP
 
 
 @pytest.mark.parametrize(
