@@ -108,18 +108,22 @@ def flat_inputs(
     Raises:
         WorkloadError: the inputs do not fit ``module.forward``'s signature.
     """
+    signature = inspect.signature(module.forward)
     try:
-        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
         message = f"{type(module).__name__}.forward does not take these inputs: {exc}"
         raise WorkloadError(message) from None
     labels: list[FlatInput] = []
     tensors: list[torch.Tensor] = []
     for key, value in bound.arguments.items():
-        parameter = inspect.signature(module.forward).parameters[key]
-        items = value.items() if parameter.kind is inspect.Parameter.VAR_KEYWORD else [(key, value)]
-        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        kind = signature.parameters[key].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            items = list(value.items())
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
             items = [(f"{key}_{i}", v) for i, v in enumerate(value)]
+        else:
+            items = [(key, value)]
         for name, item in items:
             for label, tensor in _leaves(item, name, name in CACHE_KEYWORDS):
                 labels.append(label)
