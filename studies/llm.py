@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -104,40 +105,64 @@ def room_text(reference: float) -> str:
     return f"{100 * max(reference - 1, 0):.2f}%"
 
 
-def workload_of(result: PeersResult):
-    """The workload of the problem's first run (its file or zoo name)."""
-    run = result.agents[0].cell.runs[0]
-    return workloads.load(run.workload)
+@dataclass(frozen=True)
+class Facts:
+    """What a problem's rows read besides its runs' finals, found once per problem.
+
+    Attributes:
+        units: the workload's units.
+        weight_bytes, cache_bytes: its weights' and its cached keys' and values' bytes.
+        compiler_ms: the native compiler's latency (a run's ``best_mapping.json``).
+        solver: the solver's answer (:func:`bound_text`).
+    """
+
+    units: int
+    weight_bytes: int
+    cache_bytes: int
+    compiler_ms: float
+    solver: str
 
 
-def compiler_ms(result: PeersResult) -> float:
-    """The native compiler's latency in ms (from a run's ``best_mapping.json``)."""
+def facts_of(result: PeersResult, out: Path) -> Facts:
+    """The :class:`Facts` of ``result``'s problem, from its first run and its solver cache."""
     run = result.agents[0].cell.runs[0]
+    w = workloads.load(run.workload)
+    cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
     best = json.loads((Path(run.path) / "best_mapping.json").read_text(encoding="utf-8"))
-    return 1e3 * float(best["baseline_latency_s"])
+    return Facts(
+        w.num_nodes,
+        w.total_weight_bytes - cache,
+        cache,
+        1e3 * float(best["baseline_latency_s"]),
+        bound_text(optimum_of(out, result.problem)),
+    )
 
 
-def room_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) -> str:
+def best_text(result: PeersResult) -> str:
+    """The problem's best agent and its finals' mean and spread."""
+    best = result.agent(result.best)
+    return f"{best.agent} {format_mean_std(best.cell.final)}"
+
+
+def room_markdown(results: Sequence[PeersResult], facts: dict[str, Facts]) -> str:
     """Per problem: bytes, the compiler, the reference and its room, each agent's share."""
     rows = []
     for r in results:
-        w = workload_of(r)
-        cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
+        f = facts[r.problem]
         taken = [
             format_mean_std(room_taken(a.cell.final, r.reference), "{:.0%}", "no room")
             for a in r.agents
         ]
-        best = r.agent(r.best)
         rows.append(
             (
                 r.problem,
-                w.num_nodes,
-                f"{(w.total_weight_bytes - cache) / MIB:.0f} + {cache / MIB:.0f}",
-                f"{compiler_ms(r):.3f}",
-                bound_text(optimum_of(out, r.problem)),
+                f.units,
+                f"{f.weight_bytes / MIB:.0f} + {f.cache_bytes / MIB:.0f}",
+                f"{f.compiler_ms:.3f}",
+                f.solver,
                 f"{r.reference:.4f}x ({r.source})",
                 room_text(r.reference),
-                f"{best.agent} {format_mean_std(best.cell.final)}",
+                best_text(r),
                 "; ".join(f"{a.agent} {t}" for a, t in zip(r.agents, taken)),
             )
         )
@@ -155,7 +180,7 @@ def room_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) ->
     return markdown_table(head, rows)
 
 
-def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) -> str:
+def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[str, Facts]) -> str:
     """The sweep's problems by cache length: bytes, compiler, reference, room, best agent."""
     by_problem = {r.problem: r for r in results}
     rows = []
@@ -163,18 +188,16 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], out: Path) -
         r = by_problem.get(problem)
         if r is None:
             continue
-        w = workload_of(r)
-        cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
-        best = r.agent(r.best)
+        f = facts[problem]
         rows.append(
             (
                 f"{int(tokens):,}",
-                f"{cache / MIB:.0f}",
-                f"{cache / w.total_weight_bytes:.1%}",
-                f"{compiler_ms(r):.3f}",
-                bound_text(optimum_of(out, problem)),
+                f"{f.cache_bytes / MIB:.0f}",
+                f"{f.cache_bytes / (f.weight_bytes + f.cache_bytes):.1%}",
+                f"{f.compiler_ms:.3f}",
+                f.solver,
                 room_text(r.reference),
-                f"{best.agent} {format_mean_std(best.cell.final)}",
+                best_text(r),
             )
         )
     head = (
@@ -212,13 +235,14 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
     lines = ["## LLM inference: prefill, decode and the KV cache in the map", ""]
     lines += [intro(cfg, page.machine), ""]
     if result:
+        facts = {r.problem: facts_of(r, out) for r in result}
         lines += [
             "The room each problem leaves and what the agents took of it:",
             "",
-            room_markdown(cfg, result, out),
+            room_markdown(result, facts),
             "",
         ]
-        sweep = sweep_markdown(cfg, result, out)
+        sweep = sweep_markdown(cfg, result, facts)
         if sweep.count("\n") > 1:
             lines += ["The decode step as its cache grows (NNP-I):", "", sweep, ""]
     lines += left_out(peers.missing_notes(cfg, result))

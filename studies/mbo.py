@@ -348,21 +348,20 @@ def pretrained_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[st
     their problems, and the moonshot (the level within :data:`MOONSHOT_RUNS` board runs)."""
     lines = []
     for name in cfg.get("pretrained") or {}:
-        ratios, moonshots = [], []
+        ratios, moonshots, met = [], [], False
         for r in results:
             agent, base = found(r, name), found(r, cfg.baseline)
             if agent is None or base is None:
                 continue
             ratio, p, text = sample_ratio(agent, base)
-            ratios.append(f"{r.problem} {text}")
-            if ratio <= PRETRAINED_SHARE or (np.isnan(ratio) and p < ALPHA):
-                ratios[-1] += " (met)"
+            here = ratio <= PRETRAINED_SHARE or (np.isnan(ratio) and p < ALPHA)
+            met = met or here
+            ratios.append(f"{r.problem} {text}" + (" (met)" if here else ""))
             reached = int((agent.cell.to_level <= MOONSHOT_RUNS).sum())
             moonshots.append(f"{r.problem} {reached}/{len(agent.cell.runs)}")
         if not ratios:
             lines.append(f"- {name}: **not run**.")
             continue
-        met = any(text.endswith("(met)") for text in ratios)
         lines += [
             f"- {name}: at most {PRETRAINED_SHARE:.0%} of {cfg.baseline}'s samples on one of its "
             "problems: " + ("**met**" if met else "**not met**") + f" ({'; '.join(ratios)}).",
