@@ -26,7 +26,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 import workloads
-from egrl.aggregate.optimum import CACHE_FILE
+from egrl.aggregate.optimum import CACHE_FILE, hw_params
+from egrl.runs import Run
+from hwmodels.nnpi.params import NNPIParams
 from studies import peers
 from studies.peers import PeersResult
 from studies.render import left_out, markdown_table, reproduce
@@ -114,6 +116,8 @@ class Facts:
         weight_bytes, cache_bytes: its weights' and its cached keys' and values' bytes.
         compiler_ms: the native compiler's latency (a run's ``best_mapping.json``).
         solver: the solver's answer (:func:`bound_text`).
+        on_chip_bytes: what the target's levels above DRAM hold (NNP-I: LLC and SRAM;
+            0 where the study cannot read it: an external chip).
     """
 
     units: int
@@ -121,6 +125,19 @@ class Facts:
     cache_bytes: int
     compiler_ms: float
     solver: str
+    on_chip_bytes: int = 0
+
+    @property
+    def on_chip_share(self) -> float:
+        """The share of the step's weight and cache bytes the on-chip levels can hold."""
+        return min(self.on_chip_bytes / max(self.weight_bytes + self.cache_bytes, 1), 1.0)
+
+
+def on_chip_bytes(run: Run) -> int:
+    """Bytes of an NNP-I run's LLC and SRAM at its parameters (0 for other targets)."""
+    if run.hwmodel != "nnpi":
+        return 0
+    return int(NNPIParams(**hw_params(run)).capacity_bytes[1:].sum())
 
 
 def facts_of(result: PeersResult, out: Path) -> Facts:
@@ -135,6 +152,7 @@ def facts_of(result: PeersResult, out: Path) -> Facts:
         cache,
         1e3 * float(best["baseline_latency_s"]),
         bound_text(optimum_of(out, result.problem)),
+        on_chip_bytes(run),
     )
 
 
@@ -194,6 +212,7 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[
                 f"{int(tokens):,}",
                 f"{f.cache_bytes / MIB:.0f}",
                 f"{f.cache_bytes / (f.weight_bytes + f.cache_bytes):.1%}",
+                f"{f.on_chip_share:.1%}",
                 f"{f.compiler_ms:.3f}",
                 f.solver,
                 room_text(r.reference),
@@ -204,12 +223,34 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[
         "cached tokens",
         "cache MiB",
         "cache's share of the bytes",
+        "on-chip share of the bytes",
         "compiler ms",
         "solver",
         "room over the compiler",
         "best agent",
     )
     return markdown_table(head, rows)
+
+
+def on_chip_text(cfg: DictConfig, facts: dict[str, Facts]) -> str:
+    """What bounds a decode step's room: the on-chip share of its bytes, over the sweep."""
+    shares = [
+        (int(tokens), facts[p])
+        for p, tokens in sorted(cfg.sweep.items(), key=lambda kv: kv[1])
+        if p in facts and facts[p].on_chip_bytes
+    ]
+    if not shares:
+        return ""
+    (t0, f0), (t1, f1) = shares[0], shares[-1]
+    largest = f" and {f1.on_chip_share:.1%} at {t1:,}" if t1 != t0 else ""
+    return (
+        "A decode step reads each weight and each cached key and value once, and at one "
+        "token its activations are small: the map decides only which of those bytes come "
+        f"from on chip, whose levels hold {f0.on_chip_bytes / MIB:.0f} MiB, "
+        f"{f0.on_chip_share:.1%} of the step's bytes at {t0:,} cached tokens{largest}. "
+        "The rest streams from DRAM whatever the map "
+        '(docs/nnpi.md, "Decode steps", says which physical effects the model leaves out).'
+    )
 
 
 # ------------------------------------------------------------------ the section
@@ -245,6 +286,7 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
         sweep = sweep_markdown(cfg, result, facts)
         if sweep.count("\n") > 1:
             lines += ["The decode step as its cache grows (NNP-I):", "", sweep, ""]
+            lines += [on_chip_text(cfg, facts), ""]
     lines += left_out(peers.missing_notes(cfg, result))
     for r in result:
         png = peers.plot_problem(r, page.figure(f"llm_{r.problem}.png"))

@@ -53,4 +53,5 @@ def test_smoke_preset_end_to_end(tmp_path):
     assert section.startswith("## LLM inference")
     assert "| chip-qwen2.5-0.5b-decode | 434 | 471 + 24 | " in section
     assert "| nnpi-qwen2.5-0.5b-decode-64 | 434 | 471 + 0 | " in section
-    assert "| 64 | 0 | 0.1% | " in section  # the sweep, by cache length
+    assert "| 64 | 0 | 0.1% | 5.9% | " in section  # the sweep, by cache length
+    assert "whose levels hold 28 MiB, 5.9% of the step's bytes at 64 cached tokens" in section
