@@ -114,6 +114,7 @@ class Facts:
     Attributes:
         units: the workload's units.
         weight_bytes, cache_bytes: its weights' and its cached keys' and values' bytes.
+        activation_bytes, largest_activation: its activations' bytes, all and the largest.
         compiler_ms: the native compiler's latency (a run's ``best_mapping.json``).
         solver: the solver's answer (:func:`bound_text`).
         on_chip_bytes: what the target's levels above DRAM hold (NNP-I: LLC and SRAM;
@@ -123,14 +124,17 @@ class Facts:
     units: int
     weight_bytes: int
     cache_bytes: int
+    activation_bytes: int
+    largest_activation: int
     compiler_ms: float
     solver: str
     on_chip_bytes: int = 0
 
     @property
     def on_chip_share(self) -> float:
-        """The share of the step's weight and cache bytes the on-chip levels can hold."""
-        return min(self.on_chip_bytes / max(self.weight_bytes + self.cache_bytes, 1), 1.0)
+        """The on-chip levels' bytes over the step's: weights, cache and activations."""
+        moved = self.weight_bytes + self.cache_bytes + self.activation_bytes
+        return min(self.on_chip_bytes / max(moved, 1), 1.0)
 
 
 def on_chip_bytes(run: Run) -> int:
@@ -150,6 +154,8 @@ def facts_of(result: PeersResult, out: Path) -> Facts:
         w.num_nodes,
         w.total_weight_bytes - cache,
         cache,
+        int(w.output_bytes.sum()),
+        int(w.output_bytes.max(initial=0)),
         1e3 * float(best["baseline_latency_s"]),
         bound_text(optimum_of(out, result.problem)),
         on_chip_bytes(run),
@@ -211,7 +217,7 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[
             (
                 f"{int(tokens):,}",
                 f"{f.cache_bytes / MIB:.0f}",
-                f"{f.cache_bytes / (f.weight_bytes + f.cache_bytes):.1%}",
+                f"{f.activation_bytes / MIB:.0f} ({f.largest_activation / MIB:.0f})",
                 f"{f.on_chip_share:.1%}",
                 f"{f.compiler_ms:.3f}",
                 f.solver,
@@ -222,7 +228,7 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[
     head = (
         "cached tokens",
         "cache MiB",
-        "cache's share of the bytes",
+        "activations MiB (largest)",
         "on-chip share of the bytes",
         "compiler ms",
         "solver",
@@ -242,14 +248,18 @@ def on_chip_text(cfg: DictConfig, facts: dict[str, Facts]) -> str:
     if not shares:
         return ""
     (t0, f0), (t1, f1) = shares[0], shares[-1]
-    largest = f" and {f1.on_chip_share:.1%} at {t1:,}" if t1 != t0 else ""
+    at_t1 = t1 != t0
     return (
-        "A decode step reads each weight and each cached key and value once, and at one "
-        "token its activations are small: the map decides only which of those bytes come "
-        f"from on chip, whose levels hold {f0.on_chip_bytes / MIB:.0f} MiB, "
-        f"{f0.on_chip_share:.1%} of the step's bytes at {t0:,} cached tokens{largest}. "
-        "The rest streams from DRAM whatever the map "
-        '(docs/nnpi.md, "Decode steps", says which physical effects the model leaves out).'
+        "A decode step reads each weight and each cached key and value once, and streams "
+        "activations that grow with the cache (the largest: "
+        f"{f0.largest_activation / MIB:.1f} MiB at {t0:,} cached tokens"
+        + (f", {f1.largest_activation / MIB:.1f} MiB at {t1:,}" if at_t1 else "")
+        + "). The map decides which of those bytes the on-chip levels hold, "
+        f"{f0.on_chip_bytes / MIB:.0f} MiB at a time (a weight or the cache for the whole "
+        "step, an activation while it is live): "
+        f"{f0.on_chip_share:.1%} of the bytes the step moves at {t0:,} tokens"
+        + (f" and {f1.on_chip_share:.1%} at {t1:,}" if at_t1 else "")
+        + '. docs/nnpi.md, "Decode steps", says which physical effects the model leaves out.'
     )
 
 

@@ -53,5 +53,23 @@ def test_smoke_preset_end_to_end(tmp_path):
     assert section.startswith("## LLM inference")
     assert "| chip-qwen2.5-0.5b-decode | 434 | 471 + 24 | " in section
     assert "| nnpi-qwen2.5-0.5b-decode-64 | 434 | 471 + 0 | " in section
-    assert "| 64 | 0 | 0.1% | 5.9% | " in section  # the sweep, by cache length
-    assert "whose levels hold 28 MiB, 5.9% of the step's bytes at 64 cached tokens" in section
+    assert "| 64 | 0 | 2 (0) | 5.9% | " in section  # the sweep, by cache length
+    assert "the on-chip levels hold, 28 MiB at a time" in section
+    assert "5.9% of the bytes the step moves at 64 tokens. docs/nnpi.md" in section
+
+
+def test_decode_bounds_orders_the_maps_of_a_decode_step():
+    """benchmarks/decode_bounds.py on the zoo's Qwen2.5 decode step: the unbounded-SRAM map
+    is faster than the compiler's, which is faster than every tensor in DRAM."""
+    import importlib.util
+
+    path = runner.ROOT / "benchmarks" / "decode_bounds.py"
+    spec = importlib.util.spec_from_file_location("decode_bounds", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    name, weights, cache, acts, share, dram, compiler, sram, stream = bench.row(
+        "qwen2.5-0.5b-decode"
+    )
+    assert (name, weights, cache) == ("qwen2.5-0.5b-decode", "471", "24")
+    assert float(sram) < float(compiler) < float(dram)
+    assert float(sram) < float(stream) and share.endswith("%")
