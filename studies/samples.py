@@ -295,6 +295,8 @@ def reference_of(runs: Sequence[Run], info) -> tuple[float, str]:
         return value, f"the best known value (the solver's, {info.tag}; not proven)"
     if source == "run":
         return value, "the best known value (a run's, above the solver's unproven answer)"
+    if source == "compiler":
+        return value, "the native compiler's map (no run and no solver beat it)"
     return value, "the best value any run found (no optimum known)"
 
 

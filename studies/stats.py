@@ -112,19 +112,23 @@ def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> 
     Args:
         optimum: the solver's answer (None: no solver answer).
         proven: the solver proved it optimal.
-        finals: the runs' final best values ``[R]`` (at least one).
+        finals: the runs' final best speedups over the native compiler ``[R]`` (at least
+            one).
 
     Returns:
-        ``(value, source)``: the proven ``optimum`` (``"proven"``); else the higher of a
-        finite unproven ``optimum`` (``"solver"``, ties included) and the best final
-        (``"run"``); the best final when there is no finite answer (``"runs"``).
+        ``(value, source)``: the proven ``optimum`` (``"proven"``); else the best known map:
+        the higher of a finite unproven ``optimum`` (``"solver"``, ties included), the best
+        final (``"run"``, or ``"runs"`` when there is no finite answer) and the native
+        compiler's own map, speedup 1 (``"compiler"``: no map found beat it).
     """
     if optimum is not None and proven:
         return float(optimum), "proven"
     best = max(float(v) for v in finals)
-    if optimum is not None and math.isfinite(optimum):
-        return (float(optimum), "solver") if optimum >= best else (best, "run")
-    return best, "runs"
+    if optimum is not None and math.isfinite(optimum) and optimum >= best:
+        best, source = float(optimum), "solver"
+    else:
+        source = "run" if optimum is not None and math.isfinite(optimum) else "runs"
+    return (best, source) if best >= 1.0 else (1.0, "compiler")
 
 
 def room_taken(finals: Sequence[float], reference: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from egrl.rundir import RunDir
 from egrl.runs import load_run
 from studies import render, runner, samples
 from studies.runner import hydra_quote
-from studies.stats import compare, format_samples, room_taken
+from studies.stats import best_known, compare, format_samples, room_taken
 from tests.study_runs import write_optimum, write_run
 
 PROBLEM = samples.Problem("nnpi", "resnet101")
@@ -79,6 +79,15 @@ def test_room_taken_between_the_compiler_and_the_reference():
     # no room above the compiler: nothing to take
     assert np.isnan(room_taken([0.9, 1.0], 1.0)).all()
     assert np.isnan(room_taken([0.9], 0.95)).all()
+
+
+def test_the_best_known_map_is_never_below_the_compilers_own():
+    assert best_known(None, False, [0.97, 0.99]) == (1.0, "compiler")
+    assert best_known(0.999, False, [0.98]) == (1.0, "compiler")
+    assert best_known(None, False, [0.97, 1.02]) == (1.02, "runs")
+    assert best_known(1.05, False, [1.02]) == (1.05, "solver")
+    assert best_known(1.01, False, [1.02]) == (1.02, "run")
+    assert best_known(1.0, True, [0.9]) == (1.0, "proven")
 
 
 def test_compare_ranks_never_as_infinity():
