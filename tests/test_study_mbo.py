@@ -20,8 +20,12 @@ def test_the_plan_runs_every_agent_and_the_pretrained_one_after_its_sources(tmp_
     assert len(problems) == 9 and int(cfg.budget) == 400 and int(cfg.seeds) == 5
     groups = {s.group for s in first}
     assert {f"{p}/{a}" for p in problems for a in PLAIN} <= groups
+    assert {f"chip-resnet50/{a}" for a in ABLATIONS} <= groups
+    package = {"mbo-nocheck", "mbo-sa", "mbo-all"}  # SA's moves win there: SA's and all
+    assert {f"mcm-efficientnet-b0/{a}" for a in ABLATIONS} & groups == {
+        f"mcm-efficientnet-b0/{a}" for a in package
+    }
     ablated = {"chip-resnet50", "mcm-efficientnet-b0"}
-    assert {f"{p}/{a}" for p in ablated for a in ABLATIONS} <= groups
     assert not {f"{p}/{a}" for p in set(problems) - ablated for a in ABLATIONS} & groups
     assert "chip-resnet18/mbo" in groups  # a source of the pre-trained agent only
     assert {s.group for s in second} == {
