@@ -35,7 +35,7 @@ def row(name: str) -> tuple:
     target = hwmodels.make("nnpi").bind(w)
     unbounded = hwmodels.make("nnpi", sram_mib=float(2**20)).bind(w)
     native = target.native_mapping()
-    cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
+    cache = w.cache_bytes
     acts = int(w.output_bytes.sum())
     on_chip = int(params.capacity_bytes[1:].sum())
 

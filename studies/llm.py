@@ -148,12 +148,11 @@ def facts_of(result: PeersResult, out: Path) -> Facts:
     """The :class:`Facts` of ``result``'s problem, from its first run and its solver cache."""
     run = result.agents[0].cell.runs[0]
     w = workloads.load(run.workload)
-    cache = w.meta.get("cache_elements", 0) * w.dtype_bytes
     best = json.loads((Path(run.path) / "best_mapping.json").read_text(encoding="utf-8"))
     return Facts(
         w.num_nodes,
-        w.total_weight_bytes - cache,
-        cache,
+        w.total_weight_bytes - w.cache_bytes,
+        w.cache_bytes,
         int(w.output_bytes.sum()),
         int(w.output_bytes.max(initial=0)),
         1e3 * float(best["baseline_latency_s"]),
@@ -217,7 +216,7 @@ def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[
             (
                 f"{int(tokens):,}",
                 f"{f.cache_bytes / MIB:.0f}",
-                f"{f.activation_bytes / MIB:.0f} ({f.largest_activation / MIB:.0f})",
+                f"{f.activation_bytes / MIB:.0f} ({f.largest_activation / MIB:.1f})",
                 f"{f.on_chip_share:.1%}",
                 f"{f.compiler_ms:.3f}",
                 f.solver,

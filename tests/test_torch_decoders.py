@@ -50,7 +50,7 @@ def test_a_default_config_decoder_imports_and_its_cache_output_is_dropped(caplog
     with caplog.at_level(logging.INFO, logger="workloads.torch_inputs"):
         w = workloads.from_torch(tiny("LlamaConfig"), torch.randint(0, 90, (1, 16)))
     assert w.num_nodes > 10 and w.meta["input_shapes"] == {"input_ids": [1, 16]}
-    assert "cache_elements" not in w.meta
+    assert "cache_elements" not in w.meta and w.cache_bytes == 0
     assert any("DynamicCache" in r.message and "dropped" in r.message for r in caplog.records)
 
 
@@ -64,6 +64,7 @@ def test_a_decode_step_places_the_cache_like_weights(config_class):
     assert w.meta["input_shapes"] == {"input_ids": [1, 1]}
     # every cached tensor is owned by a node: the bytes add up with the weights (int8)
     assert w.total_weight_bytes == w.meta["parameters"] + w.meta["cache_elements"]
+    assert w.cache_bytes == w.meta["cache_elements"] * w.dtype_bytes
     assert cached > w.meta["cache_elements"]
 
 

@@ -354,7 +354,13 @@ class Workload:
 
     @property
     def total_weight_bytes(self) -> int:
+        """Bytes of every parameter, a decode step's cached keys and values included."""
         return int(self.weight_bytes.sum())
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of a decode step's cached keys and values (0 for other workloads)."""
+        return int(self.meta.get("cache_elements", 0)) * self.dtype_bytes
 
     # ------------------------------------------------------------- conversion
     def to_pyg(self):
