@@ -53,7 +53,7 @@ def test_smoke_preset_end_to_end(tmp_path):
     assert section.startswith("## LLM inference")
     assert "| chip-qwen2.5-0.5b-decode | 434 | 471 + 24 | " in section
     assert "| nnpi-qwen2.5-0.5b-decode-64 | 434 | 471 + 0 | " in section
-    assert "| 64 | 0 | 2 (0) | 5.9% | " in section  # the sweep, by cache length
+    assert "| 64 | 0 | 2 (0.1) | 5.9% | " in section  # the sweep, by cache length
     assert "the on-chip levels hold, 28 MiB at a time" in section
     assert "5.9% of the bytes the step moves at 64 tokens. docs/nnpi.md" in section
 
