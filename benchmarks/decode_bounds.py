@@ -36,8 +36,6 @@ def row(name: str) -> tuple:
     unbounded = hwmodels.make("nnpi", sram_mib=float(2**20)).bind(w)
     native = target.native_mapping()
     cache = w.cache_bytes
-    acts = int(w.output_bytes.sum())
-    on_chip = int(params.capacity_bytes[1:].sum())
 
     def ms(t, level_or_map) -> float:
         maps = np.broadcast_to(level_or_map, native.shape)[None]
@@ -48,8 +46,8 @@ def row(name: str) -> tuple:
         Path(name).name.removesuffix(".json.gz"),
         f"{(w.total_weight_bytes - cache) / MIB:.0f}",
         f"{cache / MIB:.0f}",
-        f"{acts / MIB:.0f} ({w.output_bytes.max(initial=0) / MIB:.1f})",
-        f"{on_chip / (w.total_weight_bytes + acts):.1%}",
+        f"{w.activation_bytes / MIB:.0f} ({w.output_bytes.max(initial=0) / MIB:.1f})",
+        f"{params.on_chip_share(w.moved_bytes):.1%}",
         f"{ms(target, DRAM):.3f}",
         f"{ms(target, native):.3f}",
         f"{ms(unbounded, SRAM):.3f}",

@@ -97,8 +97,8 @@ def run_dme(workload: Workload) -> tuple[Workload, dict]:
         verify=check,
         kept=report.kept,
         opaque_views=report.opaque_views,
-        activation_bytes_before=int(workload.output_bytes.sum()),
-        activation_bytes_after=int(rewritten.output_bytes.sum()),
+        activation_bytes_before=workload.activation_bytes,
+        activation_bytes_after=rewritten.activation_bytes,
     )
     return rewritten, summary
 
@@ -114,7 +114,7 @@ def run_hw(name: str, workload: Workload, time_limit: float, workers: int) -> di
     native_s = float(target.measure(native[None]).latency_s[0])
     row = {
         "nodes": workload.num_nodes,
-        "activation_bytes": int(workload.output_bytes.sum()),
+        "activation_bytes": workload.activation_bytes,
         "input_bytes": int(workload.input_bytes.sum()),
         "native_latency_s": native_s,
     }

@@ -98,7 +98,7 @@ def bench_workload(name: str, args) -> dict:
         "nodes": env.num_units,
         "paper_nodes": PAPER_NODES.get(name),
         "weight_mib": w.total_weight_bytes / 2**20,
-        "activation_mib": float(w.output_bytes.sum()) / 2**20,
+        "activation_mib": w.activation_bytes / 2**20,
         "bind_s": bind_s,
         "compiler_latency_s": env.baseline_latency_s,
         "all_dram_latency_s": dram_s,

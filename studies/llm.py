@@ -119,6 +119,8 @@ class Facts:
         solver: the solver's answer (:func:`bound_text`).
         on_chip_bytes: what the target's levels above DRAM hold (NNP-I: LLC and SRAM;
             0 where the study cannot read it: an external chip).
+        on_chip_share: ``on_chip_bytes`` over the bytes the step moves (weights, cache and
+            activations), at most 1 (0 where ``on_chip_bytes`` is).
     """
 
     units: int
@@ -129,19 +131,12 @@ class Facts:
     compiler_ms: float
     solver: str
     on_chip_bytes: int = 0
-
-    @property
-    def on_chip_share(self) -> float:
-        """The on-chip levels' bytes over the step's: weights, cache and activations."""
-        moved = self.weight_bytes + self.cache_bytes + self.activation_bytes
-        return min(self.on_chip_bytes / max(moved, 1), 1.0)
+    on_chip_share: float = 0.0
 
 
-def on_chip_bytes(run: Run) -> int:
-    """Bytes of an NNP-I run's LLC and SRAM at its parameters (0 for other targets)."""
-    if run.hwmodel != "nnpi":
-        return 0
-    return int(NNPIParams(**hw_params(run)).capacity_bytes[1:].sum())
+def nnpi_params(run: Run) -> NNPIParams | None:
+    """An NNP-I run's chip parameters (None for other targets)."""
+    return NNPIParams(**hw_params(run)) if run.hwmodel == "nnpi" else None
 
 
 def facts_of(result: PeersResult, out: Path) -> Facts:
@@ -149,15 +144,17 @@ def facts_of(result: PeersResult, out: Path) -> Facts:
     run = result.agents[0].cell.runs[0]
     w = workloads.load(run.workload)
     best = json.loads((Path(run.path) / "best_mapping.json").read_text(encoding="utf-8"))
+    params = nnpi_params(run)
     return Facts(
         w.num_nodes,
         w.total_weight_bytes - w.cache_bytes,
         w.cache_bytes,
-        int(w.output_bytes.sum()),
+        w.activation_bytes,
         int(w.output_bytes.max(initial=0)),
         1e3 * float(best["baseline_latency_s"]),
         bound_text(optimum_of(out, result.problem)),
-        on_chip_bytes(run),
+        params.on_chip_bytes if params else 0,
+        params.on_chip_share(w.moved_bytes) if params else 0.0,
     )
 
 

@@ -362,6 +362,16 @@ class Workload:
         """Bytes of a decode step's cached keys and values (0 for other workloads)."""
         return int(self.meta.get("cache_elements", 0)) * self.dtype_bytes
 
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of every node's output, each written once per run of the workload."""
+        return int(self.output_bytes.sum())
+
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes a run moves at least once: every parameter (cache included), every activation."""
+        return self.total_weight_bytes + self.activation_bytes
+
     # ------------------------------------------------------------- conversion
     def to_pyg(self):
         """The workload as a ``torch_geometric.data.Data``.

@@ -79,6 +79,15 @@ class NNPIParams:
         )
 
     @property
+    def on_chip_bytes(self) -> int:
+        """Bytes the levels above DRAM (LLC and SRAM) hold at once."""
+        return int(self.capacity_bytes[1:].sum())
+
+    def on_chip_share(self, moved_bytes: int) -> float:
+        """The share of ``moved_bytes`` (``Workload.moved_bytes``) LLC and SRAM hold, at most 1."""
+        return min(self.on_chip_bytes / max(moved_bytes, 1), 1.0)
+
+    @property
     def fs_per_byte(self) -> np.ndarray:
         """int64 ``[3]``: femtoseconds to move one byte from/to each level, rounded.
 
