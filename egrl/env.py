@@ -31,7 +31,7 @@ import torch
 import hwmodels
 import workloads
 from egrl.features import featurise
-from hwmodels.base import HardwareModel, Measurement, OptimumResult, Target
+from hwmodels.base import HardwareModel, Measurement, OptimumResult, PriorSolution, Target
 from workloads import Workload
 from workloads import load as load_workload
 
@@ -111,6 +111,7 @@ class Env:
         self.baseline_latency_s = float(base.latency_s[0])
         #: the target's answer for the compiler's map, measured once when it was bound
         self.baseline_measurement = base
+        self._prior_solutions: dict[float, PriorSolution] = {}
 
     def _reads_the_same(self, first: Measurement) -> bool:
         """``deterministic: auto``: read the compiler's map a second time; the target is
@@ -330,6 +331,41 @@ class Env:
     def optimum(self, time_limit_s: float = 600.0, workers: int = 2, **kwargs) -> OptimumResult:
         """Exact (or bounded) solution of the target's cost model, where it has one."""
         return self.target.optimum(time_limit_s=time_limit_s, workers=workers, **kwargs)
+
+    @property
+    def has_prior(self) -> bool:
+        """The target has a model the toolkit can solve (``Target.has_prior``): the built-in
+        ``nnpi``, ``mcm`` and ``banked`` (their own cost model), or an ``external`` chip
+        with ``hwmodel.params.prior`` (its datasheet as NNP-I parameters)."""
+        return bool(getattr(self.target, "has_prior", False))
+
+    def prior_solution(self, time_limit_s: float = 60.0, **options) -> PriorSolution:
+        """The target's prior solved (``Target.prior_solution``), hinted with the
+        compiler's map; the map is in the target's own choices, ``[N, H]``.
+
+        Solved once per ``time_limit_s`` and cached on the env; ``options`` (extra costs,
+        a trust region, maps to exclude: :func:`hwmodels.nnpi.prior.solve_prior`) are
+        solved every time, never cached.
+
+        Raises:
+            ValueError: the target has no prior (:attr:`has_prior` is false), naming
+                ``hwmodel.params.prior``.
+        """
+        if not self.has_prior:
+            raise ValueError(
+                f"{type(self.target).__name__} on {self.workload.name!r} has no prior to solve: "
+                "hwmodel.params.prior is set on no external chip here (a prior is the "
+                "built-in nnpi, mcm or banked model, or an external chip with "
+                "hwmodel.params.prior={name: nnpi, ...})"
+            )
+        key = float(time_limit_s)
+        if not options and key in self._prior_solutions:
+            return self._prior_solutions[key]
+        solution = self.target.prior_solution(time_limit_s=key, **options)
+        self.check_maps(solution.mapping)
+        if not options:
+            self._prior_solutions[key] = solution
+        return solution
 
     def mapping_to_dict(self, mapping) -> dict[str, dict[str, str]]:
         """A map ``[N, H]`` as ``{unit name: {head: choice name}}`` (for JSON outputs)."""

@@ -88,6 +88,63 @@ class OptimumResult:
     info: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PriorSolution:
+    """A target's prior (the model of its chip the toolkit can solve) solved.
+
+    Attributes:
+        mapping: int64 ``[N, H]``: the map, in the target's own choices.
+        latency_s: the prior's predicted latency of that map, seconds.
+        proven: the map is optimal on the prior's costs.
+        solve_s: wall seconds the solve took.
+        status: ``"optimal"``, ``"feasible"`` (the best map found in the time limit) or
+            ``"fallback"`` (no map found: the compiler's map).
+        fell_back: no map was found in the time limit, so ``mapping`` is the compiler's
+            map (logged).
+    """
+
+    mapping: np.ndarray
+    latency_s: float
+    proven: bool
+    solve_s: float
+    status: str
+    fell_back: bool
+
+    @classmethod
+    def of_optimum(cls, result: OptimumResult) -> PriorSolution:
+        """The prior solution of an :class:`OptimumResult` whose solver fell back to its
+        hint when its status is neither optimal nor feasible."""
+        status = result.status.lower()
+        fell_back = status not in ("optimal", "feasible")
+        return cls(
+            mapping=np.asarray(result.mapping, dtype=np.int64),
+            latency_s=float(result.latency_s),
+            proven=bool(result.proven),
+            solve_s=float(result.wall_s),
+            status="fallback" if fell_back else status,
+            fell_back=fell_back,
+        )
+
+
+class ChipCallError(RuntimeError):
+    """A call to a chip (a measurement, a compiler check, a baseline) failed.
+
+    The one error of a failed chip call that the runtime catches: the maps being measured
+    are failed, the run goes on. A hardware model raises it, or a subclass of it (the
+    external model's :class:`~hwmodels.external.ExternalEvaluatorError`), with
+    ``partial``: the :class:`Measurement` of the first rows measured before the failure,
+    or ``None``.
+    """
+
+    partial: Measurement | None = None
+
+
+class CheckRefused(NotImplementedError):
+    """A chip refused to be asked its compiler alone (a ``check`` request answered with an
+    error): its maps are checked by the model alone from then on. (A subclass of
+    ``NotImplementedError`` so that callers that caught that keep working.)"""
+
+
 class Target(ABC):
     """A hardware model bound to one workload: the problem every agent solves.
 
@@ -128,6 +185,10 @@ class Target(ABC):
     deterministic: bool = True
     #: the names of the values :meth:`map_values` reports (none by default)
     map_value_names: tuple[str, ...] = ()
+    #: the target has a model the toolkit can solve (:meth:`prior_solution`): a built-in
+    #: target whose cost model is the measurement and has an exact optimum, or a chip
+    #: whose datasheet is given
+    has_prior: bool = False
 
     @property
     def head_names(self) -> list[str]:
@@ -268,6 +329,30 @@ class Target(ABC):
             NotImplementedError: the target has no solver.
         """
         raise NotImplementedError(f"{type(self).__name__} has no exact solver")
+
+    def prior_solution(
+        self, time_limit_s: float = 60.0, workers: int = 2, **options
+    ) -> PriorSolution:
+        """The target's prior solved, hinted with the compiler's map, within ``time_limit_s``.
+
+        Default (a target whose cost model is the measurement, :attr:`has_prior` true):
+        its own :meth:`optimum`. The NNP-I model and the external chip with a datasheet
+        also take ``options``: ``extra_cost_s`` float ``[N, H, C]`` (seconds added to the
+        objective per unit and choice), ``trust_maps`` int ``[M, N, H]`` with
+        ``trust_radius`` (at most that many units differ from one of them) and
+        ``exclude`` int ``[K, N, H]`` (maps not to return); see
+        :func:`hwmodels.nnpi.prior.solve_prior`.
+
+        Raises:
+            NotImplementedError: the target has no prior, or takes no ``options``.
+        """
+        if not self.has_prior:
+            raise NotImplementedError(f"{type(self).__name__} has no prior to solve")
+        if options:
+            raise NotImplementedError(
+                f"{type(self).__name__}'s prior takes no options {sorted(options)}"
+            )
+        return PriorSolution.of_optimum(self.optimum(time_limit_s=time_limit_s, workers=workers))
 
 
 class HardwareModel(ABC):

@@ -41,6 +41,9 @@ class BankedTarget(Target):
     accepts it (the paper's outer dimension across the banks), repaired.
     """
 
+    #: the cost model is the measurement: the prior is the model itself, solved exactly
+    has_prior = True
+
     def __init__(self, params: BankedParams, workload: Workload) -> None:
         self.params = params
         self.workload = workload
