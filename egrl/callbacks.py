@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+from egrl import deploy
 from egrl.env import Env
 from egrl.ledger import Ledger
 from egrl.rundir import RunDir
@@ -188,7 +189,11 @@ class BestMapFile(Callback):
     its best (:mod:`egrl.confirm`): there it is the confirmed map, its speedup and interval
     (``speedup_low``, ``speedup_high``) and mean latency on the readings that scored it,
     with no reward or iteration of its own; the best single reading keeps its own key
-    (``best_reading``) and the confirmation its details (``confirmed``)."""
+    (``best_reading``) and the confirmation its details (``confirmed``).
+
+    ``deployed`` is the map to deploy (:func:`egrl.deploy.of_run`): the answer where it
+    beats the compiler's map, else the compiler's (or the prior's) map, with its
+    ``source``; the answer keeps its own keys for the studies."""
 
     def on_run_end(self, agent: RunView, error: BaseException | None = None) -> None:
         if error is not None:
@@ -215,6 +220,7 @@ class BestMapFile(Callback):
                 "mapping": answer["mapping"],
                 **agent.ledger.evaluation_log.best_by_value(),
                 **confirmation,
+                "deployed": deploy.of_run(agent).record(agent.env.mapping_to_dict),
                 **agent.best_extras(),
             }
         )

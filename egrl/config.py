@@ -114,7 +114,8 @@ class TrainConfig:
     directory, a policy snapshot or a checkpoint) starts the GNN policies of
     ``egrl``/``ea``/``pg`` from a trained one. ``record_size``: the most answered maps the
     run's record keeps (:class:`egrl.ledger.Ledger`; reports and ``screen.init_from``
-    read it).
+    read it). ``prior_time_limit_s``: the most wall seconds the solve of the target's
+    prior may take where the agent starts from it (``agent.start=prior``).
     """
 
     seed: int = 0
@@ -131,6 +132,7 @@ class TrainConfig:
     cache_size: int = 100_000
     max_stale_generations: int = 100
     time_limit_s: float | None = None
+    prior_time_limit_s: float = 60.0
     init_from: str | None = None
     record_size: int = 100_000
     agent: AgentConfig = field(default_factory=AgentConfig)

@@ -141,6 +141,7 @@ RULES: dict[str, Rule] = {
     "record_size": at_least(1),
     "max_stale_generations": at_least(1),
     "time_limit_s": Rule(float, low=0, low_open=True, optional=True),
+    "prior_time_limit_s": Rule(float, low=0, low_open=True),
     "init_from": Rule(
         str, pattern=r".+", describe="a run directory, snapshot or checkpoint path", optional=True
     ),

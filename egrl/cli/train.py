@@ -36,6 +36,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 import workloads
+from egrl import deploy
 from egrl.agents import SearchAgent, make_agent
 from egrl.checkpoint import CheckpointError
 from egrl.cli.build import env_from_config, hw_params, train_config
@@ -200,19 +201,21 @@ def train(cfg: DictConfig) -> float:
     """The Hydra task: one run, then its one-line summary."""
     trainer = run_job(cfg)
     best, found = trainer.ledger.best, trainer.confirmation
+    deployed = deploy.of_run(trainer).summary()
     if found is not None:
         c = found.best
         print(
             f"confirmed best speedup over the compiler: {c.speedup:.4f} "
             f"[{c.low:.4f}, {c.high:.4f}] (95%, {len(c.readings_s)} readings beside "
             f"{len(found.baseline_readings_s)} of the compiler's map); best single reading "
-            f"{best.speedup:.4f} at iteration {best.iteration}; results in {trainer.run_dir}"
+            f"{best.speedup:.4f} at iteration {best.iteration}; {deployed}; "
+            f"results in {trainer.run_dir}"
         )
         return c.speedup
     print(
         f"best speedup over the compiler: {best.speedup:.4f} "
         f"(latency {format_latency(best.latency_s)}, found at iteration {best.iteration}); "
-        f"results in {trainer.run_dir}"
+        f"{deployed}; results in {trainer.run_dir}"
     )
     return best.speedup
 
