@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import one_torch_thread
+from tests.support.threads import one_torch_thread
 
 
 @pytest.fixture

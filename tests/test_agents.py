@@ -16,7 +16,9 @@ from egrl.agents.greedy_dp import head_combinations
 from egrl.env import Env
 from hwmodels.base import Target
 from hwmodels.nnpi.target import NNPITarget
-from tests.helpers import OPTIONS, agent_config, read_metrics, small_env
+from tests.support.agent_configs import OPTIONS, agent_config
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 AGENTS = list(OPTIONS)
 # optuna resumes from its storage as well as its checkpoint: tests/test_optuna_agent.py

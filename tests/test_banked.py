@@ -14,7 +14,7 @@ from hwmodels.banked.layouts import FOREIGN, axis_map
 from hwmodels.banked.optimum import brute_force, solve
 from hwmodels.banked.problem import AXIS, SAME
 from hwmodels.banked.requirements import rules
-from tests.helpers import ROOT
+from tests.support.paths import ROOT
 from workloads.ir import Node, TensorInfo, Workload
 
 

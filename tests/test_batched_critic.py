@@ -132,7 +132,8 @@ def test_egrl_runs_the_same_with_messages_summed_block_by_block(monkeypatch, tmp
     once (the code before :func:`weighted_sum`)."""
     from egrl import make_env
     from egrl.agents.egrl.agent import EGRLAgent
-    from tests.helpers import read_metrics, small_config
+    from tests.support.egrl_runs import small_config
+    from tests.support.metrics import read_metrics
 
     runs = {"blocks": tmp_path / "blocks", "unfused": tmp_path / "unfused"}
     with monkeypatch.context() as patch:

@@ -28,7 +28,9 @@ from egrl.checkpoint import (
     verify_state,
 )
 from egrl.config import TrainConfig
-from tests.helpers import agent_config, read_metrics, small_env
+from tests.support.agent_configs import agent_config
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 
 def small_state() -> dict:

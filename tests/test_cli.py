@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from tests.helpers import (
-    ROOT,
-    TINY,
-    assert_refused,
-    egrl_train,
-    egrl_train_in_process,
-    read_metrics,
-)
+from tests.support.command_line import TINY, assert_refused, egrl_train, egrl_train_in_process
+from tests.support.metrics import read_metrics
+from tests.support.paths import ROOT
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from egrl.config import ConfirmConfig, TrainConfig, config_problems
 from egrl.rundir import RunDir
 from egrl.runs import Run
 from egrl.validation import ConfigError
-from tests.helpers import noisy_env, small_env
+from tests.support.envs import noisy_env, small_env
 
 
 def test_the_interval_of_a_ratio_of_noisy_means_covers_at_its_level():

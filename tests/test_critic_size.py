@@ -23,7 +23,8 @@ from egrl.config import TrainConfig
 from egrl.replay import ReplayBuffer
 from egrl.validation import ConfigError
 from policies import TwinQCritic
-from tests.helpers import read_metrics, small_env
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,9 +15,9 @@ from hwmodels.mcm import MCM
 from hwmodels.mcm.constraints import check
 from hwmodels.nnpi import LEVELS, NNPI
 from hwmodels.nnpi.params import DRAM, FS_PER_S
-from tests.helpers import MODELS, contract_workload
 from tests.mcm_workloads import figure2
 from tests.nnpi_workloads import random_dag
+from tests.support.chips import MODELS, contract_workload
 
 
 def random_maps(target, batch: int, seed: int = 0) -> np.ndarray:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import workloads
-from tests.helpers import ROOT, TinyBlock
+from tests.support.paths import ROOT
+from tests.support.torch_models import TinyBlock
 from workloads import WorkloadError
 from workloads.dme import DMEReport, eliminate_data_movement, verify
 from workloads.ir import Node, TensorInfo, Workload

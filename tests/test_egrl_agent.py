@@ -12,8 +12,10 @@ import torch
 from egrl.agents.egrl.agent import TIMING_COLUMNS, EGRLAgent
 from egrl.agents.egrl.config import PopulationConfig
 from egrl.runtime import LocalRuntime
-from tests.helpers import read_metrics, small_config, small_env
 from tests.interrupt import kill_after_checkpoints
+from tests.support.egrl_runs import small_config
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -57,7 +59,8 @@ _CHILD = textwrap.dedent(
     import sys, torch
     torch.set_num_threads(1)
     from egrl.agents.egrl.agent import EGRLAgent
-    from tests.helpers import small_config, small_env
+    from tests.support.egrl_runs import small_config
+    from tests.support.envs import small_env
     EGRLAgent(small_env(), small_config(seed=7, budget=int(sys.argv[2])), sys.argv[1]).run()
     """
 )

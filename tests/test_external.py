@@ -15,7 +15,8 @@ import pytest
 import egrl
 import hwmodels
 from hwmodels.external import ExternalEvaluatorError, ExternalModel, ExternalTarget
-from tests.helpers import CHIP, CHIP_ARGS, PY, tiny_workload
+from tests.support.chips import CHIP, CHIP_ARGS, tiny_workload
+from tests.support.paths import PY
 
 #: wraps the example chip; misbehaves as the environment variables say
 WRAPPER = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import totals
+from tests.support.sums import totals
 from workloads import TensorInfo, WorkloadError
 from workloads.fusion import fuse
 from workloads.rawgraph import RawOp

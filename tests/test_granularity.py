@@ -6,7 +6,9 @@ import pytest
 import torch
 
 import workloads
-from tests.helpers import CNN_PARAMS, TinyBlock, TinyCNN, onnx_cnn, totals
+from tests.support.onnx_models import CNN_PARAMS, onnx_cnn
+from tests.support.sums import totals
+from tests.support.torch_models import TinyBlock, TinyCNN
 from workloads import WorkloadError, from_onnx, from_torch
 
 

@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 
 import egrl
 from egrl.gym_env import ENV_ID, FEATURE_BOUND, MappingEnv, RecordBest, make_gym_env
-from tests.helpers import external_chip, tiny_workload
+from tests.support.chips import external_chip, tiny_workload
 from workloads.ir import Node, Workload
 
 #: the checker's warnings (unbounded spaces, odd dtypes) are errors here

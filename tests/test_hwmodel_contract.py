@@ -18,7 +18,7 @@ import hwmodels
 from egrl import make_env
 from egrl.env import Env
 from egrl.features import signed_log1p
-from tests.helpers import MODELS, TOY, contract_workload
+from tests.support.chips import MODELS, TOY, contract_workload
 
 #: the external model runs a process per measurement
 SLOW = {"external"}

@@ -18,16 +18,11 @@ from egrl.agents.egrl.transfer import list_snapshots
 from egrl.checkpoint import load_state
 from egrl.rundir import POLICIES_DIR, RunDir
 from policies.snapshot import PolicyError, load_actor
-from tests.helpers import (
-    KIB,
-    assert_refused,
-    egrl_train,
-    greedy,
-    small_config,
-    small_env,
-    train_small_egrl,
-)
 from tests.nnpi_workloads import residual
+from tests.support.command_line import assert_refused, egrl_train
+from tests.support.egrl_runs import greedy, small_config, train_small_egrl
+from tests.support.envs import small_env
+from tests.support.units import KIB
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

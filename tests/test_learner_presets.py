@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from egrl.cli.build import train_config
-from tests.helpers import ROOT
+from tests.support.paths import ROOT
 
 LEARNER = ROOT / "configs" / "learner"
 

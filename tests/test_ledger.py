@@ -12,7 +12,7 @@ from egrl.evaluations import EvaluationLog
 from egrl.ledger import Ledger, Timer, measure_cache
 from egrl.runtime import LocalRuntime
 from hwmodels.base import Measurement
-from tests.helpers import small_env
+from tests.support.envs import small_env
 
 
 def make_ledger(env: Env, budget: int, cache_size: int = 1000, record_size: int = 1000):

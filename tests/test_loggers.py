@@ -8,14 +8,11 @@ import pytest
 
 from egrl.agents.egrl.agent import EGRLAgent, EntropyPlot
 from egrl.callbacks import BestMapFile, Callback, MetricsFile, ProgressBar, SpeedupPlot
-from tests.helpers import (
-    ROOT,
-    egrl_train,
-    egrl_train_in_process,
-    read_metrics,
-    small_config,
-    small_env,
-)
+from tests.support.command_line import egrl_train, egrl_train_in_process
+from tests.support.egrl_runs import small_config
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

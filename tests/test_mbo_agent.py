@@ -16,18 +16,12 @@ from egrl.agents.mbo.agent import distance
 from egrl.agents.mbo.bandit import SearcherBandit
 from egrl.agents.mbo.searchers import SEARCHERS, Context
 from egrl.validation import ConfigError
-from tests.helpers import (
-    CHIP,
-    CHIP_ARGS,
-    PY,
-    assert_refused,
-    egrl_train,
-    noisy_env,
-    read_metrics,
-    run_config,
-    small_env,
-    tiny_workload,
-)
+from tests.support.chips import CHIP, CHIP_ARGS, tiny_workload
+from tests.support.command_line import assert_refused, egrl_train
+from tests.support.envs import noisy_env, small_env
+from tests.support.metrics import read_metrics
+from tests.support.paths import PY
+from tests.support.screening import run_config
 
 #: mbo's screen as ``configs/agent/mbo.yaml`` sets it up (a small forest)
 SCREEN = {"name": "forest", "warmup": 0, "explore": 0.2, "options": {"trees": 16}}

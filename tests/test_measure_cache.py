@@ -13,7 +13,8 @@ from egrl.agents.egrl.agent import EGRLAgent
 from egrl.config import AgentConfig, ConfirmConfig, TrainConfig
 from egrl.measure_cache import MeasureCache
 from hwmodels.base import Measurement
-from tests.helpers import small_config, small_env
+from tests.support.egrl_runs import small_config
+from tests.support.envs import small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,7 +16,7 @@ from egrl.screening.base import Domain, Measured
 from egrl.screening.models import ForestModel
 from egrl.screening.screen import Screen, expected_improvement
 from egrl.validation import ConfigError
-from tests.helpers import assert_refused, compose, egrl_train_in_process
+from tests.support.command_line import assert_refused, compose, egrl_train_in_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -30,21 +30,13 @@ from egrl.agents.muzero.replay import Replay, Trajectory, n_step_values
 from egrl.agents.tpu_game import return_bound
 from hwmodels.tpu import COPY, TPU, Game, Op, Program
 from hwmodels.tpu.search import brute_force
-from tests.helpers import (
-    KB,
-    MUZERO_SMALL,
-    ROOT,
-    filler,
-    muzero_config,
-    net_for,
-    params,
-    random_program,
-    read_metrics,
-    small_tpu_env,
-    tiny_program,
-    untimed,
-)
 from tests.nnpi_workloads import random_dag
+from tests.support.agent_configs import muzero_config
+from tests.support.envs import small_tpu_env
+from tests.support.metrics import read_metrics, untimed
+from tests.support.muzero import MUZERO_SMALL, net_for
+from tests.support.paths import ROOT
+from tests.support.tpu import KB, filler, params, random_program, tiny_program
 
 
 class TrapModel:

@@ -27,17 +27,12 @@ from egrl.agents.muzero.mcts import Expansion, LearnedModel, masked_softmax, rep
 from egrl.agents.muzero.networks import NumpyHeads
 from egrl.agents.tpu_game import return_bound
 from hwmodels.tpu import Game, Program
-from tests.helpers import (
-    MUZERO_SMALL,
-    assert_refused,
-    egrl_train_in_process,
-    muzero_config,
-    net_for,
-    random_program,
-    read_metrics,
-    small_tpu_env,
-    untimed,
-)
+from tests.support.agent_configs import muzero_config
+from tests.support.command_line import assert_refused, egrl_train_in_process
+from tests.support.envs import small_tpu_env
+from tests.support.metrics import read_metrics, untimed
+from tests.support.muzero import MUZERO_SMALL, net_for
+from tests.support.tpu import random_program
 
 DYNAMICS = ("learned", "true")
 ENCODER_SMALL = dict(grid=8, window=16, profile_bins=16, supply_window=8)

@@ -8,7 +8,7 @@ import pytest
 
 from egrl.agents import config_class, make_agent
 from egrl.config import ConfirmConfig, TrainConfig
-from tests.helpers import noisy_env, small_env
+from tests.support.envs import noisy_env, small_env
 
 
 def sa_config(budget: int = 120, reread: int = 5) -> TrainConfig:

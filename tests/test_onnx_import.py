@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.helpers import CNN_PARAMS, onnx_cnn, onnx_init, onnx_model, onnx_vi
+from tests.support.onnx_models import CNN_PARAMS, onnx_cnn, onnx_init, onnx_model, onnx_vi
 from workloads import MissingShapeError, UnsupportedOperatorError, WorkloadError
 from workloads.onnx_import import translate
 from workloads.onnx_ops import numel

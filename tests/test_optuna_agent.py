@@ -14,13 +14,10 @@ import pytest
 from egrl.agents import make_agent
 from egrl.checkpoint import CheckpointError
 from egrl.config import TrainConfig
-from tests.helpers import (
-    agent_config,
-    assert_refused,
-    egrl_train_in_process,
-    read_metrics,
-    small_env,
-)
+from tests.support.agent_configs import agent_config
+from tests.support.command_line import assert_refused, egrl_train_in_process
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 optuna = pytest.importorskip("optuna", minversion="4")
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from egrl.rundir import RunDir
-from tests.helpers import ROOT, assert_refused, egrl_train, egrl_train_in_process
+from tests.support.command_line import assert_refused, egrl_train, egrl_train_in_process
+from tests.support.paths import ROOT
 
 optuna = pytest.importorskip("optuna", minversion="4")
 

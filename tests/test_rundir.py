@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from egrl.agents.egrl.agent import EGRLAgent
 from egrl.rundir import RunDir, is_checkpoint, is_run_dir
 from egrl.runs import load_run
-from tests.helpers import train_small_egrl
+from tests.support.egrl_runs import train_small_egrl
 
 
 @pytest.fixture(scope="module")

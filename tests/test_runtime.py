@@ -17,7 +17,7 @@ from egrl.runtime.jobs import Job, TaskResult, run_task
 from egrl.validation import ConfigError
 from hwmodels.base import Measurement
 from hwmodels.external import ExternalEvaluatorError
-from tests.helpers import small_env
+from tests.support.envs import small_env
 
 
 def fake_measure(maps: np.ndarray, probs=None) -> Measurement:

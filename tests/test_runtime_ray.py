@@ -19,9 +19,12 @@ from egrl.agents import make_agent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PopulationConfig
 from egrl.config import AgentConfig, TrainConfig
 from egrl.runtime import RuntimeConfig, TargetSpec, make_runtime
-from tests.helpers import KIB, ROOT, deterministic_rows, small_env
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import residual
+from tests.support.envs import small_env
+from tests.support.metrics import deterministic_rows
+from tests.support.paths import ROOT
+from tests.support.units import KIB
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 

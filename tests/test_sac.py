@@ -27,7 +27,7 @@ from egrl.checkpoint import load_state, save_state
 from egrl.replay import ReplayBuffer
 from policies import GraphUNetActor, Policy, TwinQCritic
 from policies.categorical import choice_mask
-from tests.helpers import ROOT
+from tests.support.paths import ROOT
 
 NUM_CHOICES = [3, 2]  # head 1 has a masked third choice
 NUM_NODES = 4

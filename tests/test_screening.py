@@ -18,14 +18,9 @@ from egrl.screening.features import Featurizer, one_hot
 from egrl.screening.models import BoostModel, Domain, ForestModel, Measured
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman, top_quarter
 from egrl.validation import ConfigError
-from tests.helpers import (
-    assert_refused,
-    assert_resumes_identically,
-    egrl_train,
-    egrl_train_in_process,
-    read_metrics,
-    run_config,
-)
+from tests.support.command_line import assert_refused, egrl_train, egrl_train_in_process
+from tests.support.metrics import read_metrics
+from tests.support.screening import assert_resumes_identically, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,15 +17,10 @@ from egrl.screening.critic import CriticModel, LearnerCritic
 from egrl.screening.models import Domain, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, Screen, spearman
 from egrl.validation import ConfigError
-from tests.helpers import (
-    TINY_POLICY,
-    assert_refused,
-    assert_resumes_identically,
-    egrl_train,
-    egrl_train_in_process,
-    read_metrics,
-    run_config,
-)
+from tests.support.command_line import assert_refused, egrl_train, egrl_train_in_process
+from tests.support.egrl_runs import TINY_POLICY
+from tests.support.metrics import read_metrics
+from tests.support.screening import assert_resumes_identically, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

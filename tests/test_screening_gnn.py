@@ -15,7 +15,7 @@ from egrl.screening.gnn import GNNModel
 from egrl.screening.models import Domain, Ensemble, ForestModel, Measured, build_model
 from egrl.screening.screen import SCREEN_COLUMNS, spearman, top_quarter
 from egrl.validation import ConfigError
-from tests.helpers import earlier_run
+from tests.support.screening import earlier_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

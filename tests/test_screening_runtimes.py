@@ -15,12 +15,9 @@ from egrl import make_env
 from egrl.agents import make_agent
 from egrl.runtime import LocalRuntime, RuntimeConfig, TargetSpec
 from egrl.screening.screen import spearman
-from tests.helpers import (
-    assert_resumes_identically,
-    deterministic_rows,
-    one_torch_thread,
-    run_config,
-)
+from tests.support.metrics import deterministic_rows
+from tests.support.screening import assert_resumes_identically, run_config
+from tests.support.threads import one_torch_thread
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,7 +19,9 @@ from egrl.screening.features import Featurizer, choice_shares
 from egrl.screening.models import Domain, ForestModel, Measured
 from egrl.screening.screen import spearman
 from hwmodels.external import NNPI_HEADS
-from tests.helpers import CHIP, assert_refused, earlier_run, egrl_train, egrl_train_in_process
+from tests.support.chips import CHIP
+from tests.support.command_line import assert_refused, egrl_train, egrl_train_in_process
+from tests.support.screening import earlier_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,21 +14,18 @@ import numpy as np
 import pytest
 
 from egrl.agents import make_agent
-from tests.helpers import (
-    ROOT,
-    SMAC_BUDGET,
-    assert_refused,
-    egrl_train_in_process,
-    read_metrics,
-    smac_config,
-    small_env,
-)
+from tests.support.agent_configs import SMAC_BUDGET, smac_config
+from tests.support.command_line import assert_refused, egrl_train_in_process
+from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
+from tests.support.paths import ROOT
 
 #: a run's asked maps, in order, printed as JSON by a fresh interpreter
 ASKED_MAPS = """
 import json
 from egrl.agents import make_agent
-from tests.helpers import small_env, smac_config
+from tests.support.agent_configs import smac_config
+from tests.support.envs import small_env
 agent = make_agent(small_env(), smac_config())
 agent.run()
 print(json.dumps([agent.decisions.mapping(c).tolist() for c in agent.smac.runhistory.get_configs()]))

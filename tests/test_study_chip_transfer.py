@@ -17,8 +17,8 @@ import pytest
 from egrl.rundir import RunDir
 from studies import chip_transfer, render, runner
 from studies.runner import hydra_quote
-from tests.helpers import CHIP
 from tests.study_runs import write_run
+from tests.support.chips import CHIP
 
 HEADS = {"weight": ["DRAM", "LLC", "SRAM"], "activation": ["DRAM", "LLC", "SRAM"]}
 #: host input 1000 B -> c1 (weight 8000 B, output 4000 B) -> fc (weight 40000 B, output 10 B)

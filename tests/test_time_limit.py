@@ -18,7 +18,11 @@ from egrl.agents.random_search import RandomSearch
 from egrl.cli.train import run as train_run
 from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.validation import ConfigError
-from tests.helpers import MUZERO_SMALL, compose, muzero_config, read_metrics, small_tpu_env
+from tests.support.agent_configs import muzero_config
+from tests.support.command_line import compose
+from tests.support.envs import small_tpu_env
+from tests.support.metrics import read_metrics
+from tests.support.muzero import MUZERO_SMALL
 
 GENERATION_S = 0.05
 LIMIT = 0.3

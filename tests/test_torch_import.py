@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.helpers import TinyBlock, TinyCNN
+from tests.support.torch_models import TinyBlock, TinyCNN
 from workloads import FEATURE_NAMES, UnsupportedOperatorError, WorkloadError, from_torch
 
 

@@ -18,8 +18,11 @@ import hwmodels
 from egrl import make_env
 from egrl.agents.options import check_start, start_mappings
 from egrl.cli.overrides import own_overrides
-from tests.helpers import ROOT, TINY, TOY, read_metrics
 from tests.nnpi_workloads import layer, random_dag
+from tests.support.chips import TOY
+from tests.support.command_line import TINY
+from tests.support.metrics import read_metrics
+from tests.support.paths import ROOT
 from workloads.ir import TensorInfo, Workload
 
 BIG, LITTLE = 0, 1

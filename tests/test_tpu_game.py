@@ -12,7 +12,7 @@ from hwmodels.tpu.cost import program_latency_s
 from hwmodels.tpu.heuristic import native_play, prod_hybrid
 from hwmodels.tpu.observe import observe
 from hwmodels.tpu.search import brute_force, evolution_strategies, random_search
-from tests.helpers import KB, filler, params, random_program, tiny_program
+from tests.support.tpu import KB, filler, params, random_program, tiny_program
 
 
 def reuse_program() -> Program:

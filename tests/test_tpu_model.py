@@ -17,8 +17,11 @@ import workloads
 from egrl import make_env
 from hwmodels.tpu import COPY, DROP, NOCOPY, TPU, Game, Program, TPUParams
 from hwmodels.tpu.plot import plot_layout
-from tests.helpers import ROOT, TINY, agent_config, read_metrics
 from tests.nnpi_workloads import layer, random_dag
+from tests.support.agent_configs import agent_config
+from tests.support.command_line import TINY
+from tests.support.metrics import read_metrics
+from tests.support.paths import ROOT
 from workloads.ir import TensorInfo, Workload
 
 TINY_CMEM = dict(cmem_mib=8 / 1024)

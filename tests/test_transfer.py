@@ -21,9 +21,10 @@ from egrl.cli.transfer import main as transfer_main
 from egrl.config import TrainConfig
 from policies import GraphUNetActor
 from policies.snapshot import PolicyError, load_actor, read_snapshot, write_snapshot
-from tests.helpers import KIB, TINY_POLICY
 from tests.interrupt import kill_after_checkpoints
 from tests.nnpi_workloads import random_dag, residual
+from tests.support.egrl_runs import TINY_POLICY
+from tests.support.units import KIB
 
 HW = {"sram_mib": 1.0, "llc_mib": 2.0}
 

@@ -11,7 +11,8 @@ from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.warm_start import imitate
 from egrl.config import TrainConfig
 from policies import GraphUNetActor, seeded_init
-from tests.helpers import greedy, small_config, small_env
+from tests.support.egrl_runs import greedy, small_config
+from tests.support.envs import small_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

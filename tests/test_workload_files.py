@@ -6,7 +6,7 @@ import pytest
 from onnx import save as save_onnx
 
 import workloads
-from tests.helpers import onnx_cnn
+from tests.support.onnx_models import onnx_cnn
 
 
 def test_load_reads_onnx_and_saved_workloads(tmp_path):

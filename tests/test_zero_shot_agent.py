@@ -19,7 +19,9 @@ from policies import seeded_init
 from policies.categorical import sample_maps
 from policies.graph_unet import GraphUNetActor
 from policies.snapshot import write_snapshot
-from tests.helpers import TINY_POLICY, compose, read_metrics
+from tests.support.command_line import compose
+from tests.support.egrl_runs import TINY_POLICY
+from tests.support.metrics import read_metrics
 
 WORKLOAD = "resnet18"
 
