@@ -1,7 +1,7 @@
 """LLM inference: how much room does the native compiler leave on a prefill and a decode
 step, and how much of it do the agents take?
 
-The plan (``configs/study/llm.yaml``) has the peers study's shape (:mod:`studies.peers`):
+The plan (``configs/study/llm.yaml``) has the peers study's shape (:mod:`studies.agent_runs`):
 problems (a zoo LLM entry on a hardware model) and agents as egrl-train overrides, every
 agent on every problem for ``seeds`` seeds at one ``budget``. Before the runs, the decode
 steps of the cache-length sweep that are not in the zoo are built (``builds``:
@@ -27,10 +27,11 @@ from omegaconf import DictConfig
 
 import workloads
 from egrl.aggregate.optimum import CACHE_FILE, hw_params
+from egrl.rundir import RunDir
 from egrl.runs import Run
 from hwmodels.nnpi.params import NNPIParams
-from studies import peers
-from studies.peers import PeersResult
+from studies import agent_runs
+from studies.agent_runs import AgentsResult
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import ROOT, CommandSpec, Page, RunSpec, StudyError, script_label
 from studies.stats import format_mean_std, room_taken
@@ -42,7 +43,7 @@ MIB = 2**20
 # ------------------------------------------------------------------ plan
 def check(cfg: DictConfig) -> None:
     """The peers study's checks, and: every sweep problem is a problem of the plan."""
-    peers.check(cfg)
+    agent_runs.check(cfg)
     for problem in cfg.get("sweep") or {}:
         if problem not in cfg.problem_overrides:
             raise StudyError(f"{cfg.study}: sweep problem {problem!r} has no overrides")
@@ -71,13 +72,13 @@ def builds(cfg: DictConfig, out: Path) -> list[CommandSpec]:
 def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
     """One stage: the sweep's decode steps built, then every problem x agent x seed."""
     check(cfg)
-    yield [*builds(cfg, out), *next(peers.plan(cfg, out))]
+    yield [*builds(cfg, out), *next(agent_runs.plan(cfg, out))]
 
 
 # ------------------------------------------------------------------ analysis
-def analyse(cfg: DictConfig, out: Path) -> list[PeersResult]:
-    """Every problem's agents (:func:`studies.peers.analyse`; no peers)."""
-    return peers.analyse(cfg, out)
+def analyse(cfg: DictConfig, out: Path) -> list[AgentsResult]:
+    """Every problem's agents (:func:`studies.agent_runs.analyse`; no peers)."""
+    return agent_runs.analyse(cfg, out)
 
 
 def optimum_of(out: Path, problem: str) -> dict | None:
@@ -139,11 +140,11 @@ def nnpi_params(run: Run) -> NNPIParams | None:
     return NNPIParams(**hw_params(run)) if run.hwmodel == "nnpi" else None
 
 
-def facts_of(result: PeersResult, out: Path) -> Facts:
+def facts_of(result: AgentsResult, out: Path) -> Facts:
     """The :class:`Facts` of ``result``'s problem, from its first run and its solver cache."""
     run = result.agents[0].cell.runs[0]
     w = workloads.load(run.workload)
-    best = json.loads((Path(run.path) / "best_mapping.json").read_text(encoding="utf-8"))
+    best = RunDir(run.path).read_best_map()
     params = nnpi_params(run)
     return Facts(
         w.num_nodes,
@@ -158,13 +159,13 @@ def facts_of(result: PeersResult, out: Path) -> Facts:
     )
 
 
-def best_text(result: PeersResult) -> str:
+def best_text(result: AgentsResult) -> str:
     """The problem's best agent and its finals' mean and spread."""
     best = result.agent(result.best)
     return f"{best.agent} {format_mean_std(best.cell.final)}"
 
 
-def room_markdown(results: Sequence[PeersResult], facts: dict[str, Facts]) -> str:
+def room_markdown(results: Sequence[AgentsResult], facts: dict[str, Facts]) -> str:
     """Per problem: bytes, the compiler, the reference and its room, each agent's share."""
     rows = []
     for r in results:
@@ -200,7 +201,9 @@ def room_markdown(results: Sequence[PeersResult], facts: dict[str, Facts]) -> st
     return markdown_table(head, rows)
 
 
-def sweep_markdown(cfg: DictConfig, results: Sequence[PeersResult], facts: dict[str, Facts]) -> str:
+def sweep_markdown(
+    cfg: DictConfig, results: Sequence[AgentsResult], facts: dict[str, Facts]
+) -> str:
     """The sweep's problems by cache length: bytes, compiler, reference, room, best agent."""
     by_problem = {r.problem: r for r in results}
     rows = []
@@ -276,7 +279,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
     )
 
 
-def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
+def render(cfg: DictConfig, result: list[AgentsResult], page: Page) -> str:
     """The ``llm`` section; one figure per problem, ``llm_<problem>.png``."""
     out = Path(cfg.out)
     lines = ["## LLM inference: prefill, decode and the KV cache in the map", ""]
@@ -293,9 +296,9 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
         if sweep.count("\n") > 1:
             lines += ["The decode step as its cache grows (NNP-I):", "", sweep, ""]
             lines += [on_chip_text(cfg, facts), ""]
-    lines += left_out(peers.missing_notes(cfg, result))
+    lines += left_out(agent_runs.missing_notes(cfg, result))
     for r in result:
-        png = peers.plot_problem(r, page.figure(f"llm_{r.problem}.png"))
-        lines += peers.problem_markdown(r, page.link(png))
+        png = agent_runs.plot_problem(r, page.figure(f"llm_{r.problem}.png"))
+        lines += agent_runs.problem_markdown(r, page.link(png))
     lines += reproduce(page.command)
     return "\n".join(lines)

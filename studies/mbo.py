@@ -1,6 +1,6 @@
 """Model-based optimisation: does ``agent=mbo`` save board runs over the plain agents?
 
-The plan (``configs/study/mbo.yaml``) has the peers study's shape (:mod:`studies.peers`):
+The plan (``configs/study/mbo.yaml``) has the peers study's shape (:mod:`studies.agent_runs`):
 problems and agents as egrl-train overrides, every agent on every problem for ``seeds``
 seeds at one ``budget``, in ``OUT/<problem>/<agent>/seed<S>``, read at ``early`` paid
 measurements too. Its agents are the plain ones (``plain``: EA, SA, GA, EGRL and EA with
@@ -9,7 +9,7 @@ time) and, under ``pretrained``, mbo fitted on earlier runs of the chip's other 
 the runs of ``from`` with the same seed on ``problems``, which run in a first stage and
 are passed as ``screen.init_from``.
 
-Each run is read against the problem's reference (:func:`studies.screening.reference_of`).
+Each run is read against the problem's reference (:func:`studies.cells.reference_of`).
 The section gives: the paid measurements to ``level`` of the reference, as a multiple of
 the ``baseline`` agent's (plain EA); the finals at the budget against the best plain
 agent; mbo's best at ``early`` against the baseline's final; the compiler's checks and the
@@ -19,7 +19,6 @@ and per problem the peers study's table of every agent.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -28,11 +27,11 @@ from omegaconf import DictConfig
 
 from egrl.rundir import RunDir
 from egrl.runs import Run
-from studies import peers, screening
-from studies.peers import PeersResult
+from studies import agent_runs
+from studies.agent_runs import AgentsResult
+from studies.cells import chip_of, test_text
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import Page, RunSpec, StudyError, hydra_quote, script_label
-from studies.screening import test_text
 from studies.stats import compare, format_mean_std, format_samples, median_range
 
 SECTION = "mbo"
@@ -55,7 +54,7 @@ RANK_AT = (40, 60, 100, 200, 400)
 def check(cfg: DictConfig) -> None:
     """The peers study's checks, and: ``baseline``, ``mbo`` and every ``plain`` and
     ``pretrained`` agent are agents of the plan."""
-    peers.check(cfg)
+    agent_runs.check(cfg)
     named = [cfg.baseline, cfg.mbo, *cfg.plain, *(cfg.get("pretrained") or {})]
     for name in named:
         if name not in cfg.agents:
@@ -76,20 +75,20 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
     first: dict[str, RunSpec] = {}
     second: list[RunSpec] = []
     for problem in cfg.problems:
-        for agent in peers.agents_of(cfg, problem):
+        for agent in agent_runs.agents_of(cfg, problem):
             for seed in range(int(cfg.seeds)):
                 if agent not in later:
-                    s = peers.spec(cfg, problem, agent, seed)
+                    s = agent_runs.spec(cfg, problem, agent, seed)
                     first.setdefault(s.path, s)
                     continue
                 source = later[agent]
-                groups = [peers.group(p, source["from"]) for p in source.problems]
+                groups = [agent_runs.group(p, source["from"]) for p in source.problems]
                 for p in source.problems:
-                    s = peers.spec(cfg, p, source["from"], seed)
+                    s = agent_runs.spec(cfg, p, source["from"], seed)
                     first.setdefault(s.path, s)
                 paths = [str(out / f"{g}/seed{seed}") for g in groups]
                 init = f"screen.init_from=[{','.join(hydra_quote(p) for p in paths)}]"
-                run = peers.spec(cfg, problem, agent, seed)
+                run = agent_runs.spec(cfg, problem, agent, seed)
                 second.append(
                     RunSpec(run.group, seed, (*run.overrides, init), f"{groups[-1]}/seed{seed}")
                 )
@@ -98,13 +97,13 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
         yield second
 
 
-def analyse(cfg: DictConfig, out: Path) -> list[PeersResult]:
-    """Every problem's agents (:func:`studies.peers.analyse`; no peers)."""
-    return peers.analyse(cfg, out)
+def analyse(cfg: DictConfig, out: Path) -> list[AgentsResult]:
+    """Every problem's agents (:func:`studies.agent_runs.analyse`; no peers)."""
+    return agent_runs.analyse(cfg, out)
 
 
 # ------------------------------------------------------------------ figures
-def found(result: PeersResult, name: str):
+def found(result: AgentsResult, name: str):
     """The agent ``name`` of ``result`` (None: it did not run there)."""
     return next((a for a in result.agents if a.agent == name), None)
 
@@ -123,12 +122,12 @@ def sample_ratio(agent, base) -> tuple[float, float, str]:
     return ratio, p, f"{text} (p = {p:.3f}, {first:.0%} first)"
 
 
-def best_plain(cfg: DictConfig, result: PeersResult):
+def best_plain(cfg: DictConfig, result: AgentsResult):
     """The plain agent with the highest mean final."""
-    return peers.strongest([a for a in result.agents if a.agent in cfg.plain])
+    return agent_runs.strongest([a for a in result.agents if a.agent in cfg.plain])
 
 
-def samples_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+def samples_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
     """Per problem: the baseline's samples to the level, and each other agent's as a
     multiple of it (Mann-Whitney p; the share of pairs where that agent got there first)."""
     others = [a for a in cfg.agents if a != cfg.baseline]
@@ -145,7 +144,7 @@ def samples_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
     return markdown_table(("problem", cfg.baseline, *others), rows)
 
 
-def finals_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+def finals_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
     """Per problem: the best plain agent's final, mbo's and its ablations', with p."""
     mbos = [a for a in cfg.agents if a not in cfg.plain]
     rows = []
@@ -160,21 +159,21 @@ def finals_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
                 ""
                 if a is None
                 else f"{format_mean_std(a.cell.final)} "
-                f"({test_text(peers.higher(a.cell.final, best.cell.final))})"
+                f"({test_text(agent_runs.higher(a.cell.final, best.cell.final))})"
             )
         rows.append(row)
     head = ("problem", f"best plain at {results[0].budget}", *mbos)
     return markdown_table(head, rows)
 
 
-def early_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+def early_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
     """Per problem: mbo at ``early`` against the baseline's final at the budget."""
     rows = []
     for r in results:
         mbo, base = found(r, cfg.mbo), found(r, cfg.baseline)
         if mbo is None or base is None:
             continue
-        _, p, higher = peers.higher(mbo.early, base.cell.final)
+        _, p, higher = agent_runs.higher(mbo.early, base.cell.final)
         rows.append(
             (
                 r.problem,
@@ -205,15 +204,14 @@ def per_paid(agent, column: str, scale: float = 1.0) -> np.ndarray:
 def refused_share(run: Run) -> float:
     """The share of a run's answered maps the compiler refused (its ``metrics.csv``: each
     generation's ``batch_valid_fraction`` weighed by the maps it answered)."""
-    with open(run.path / "metrics.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = RunDir(run.path).read_metrics_rows()
     answered = np.diff([0, *(int(r["proposals"]) for r in rows)])
     valid = np.array([float(r["batch_valid_fraction"] or "nan") for r in rows])
     seen = np.isfinite(valid) & (answered > 0)
     return float(((1 - valid[seen]) * answered[seen]).sum() / max(answered[seen].sum(), 1))
 
 
-def cost_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+def cost_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
     """Per problem and mbo agent, per paid map: the compiler's checks and their time, the
     searchers' own time, the model's (fits, scores, picks) and the run's; and the share
     of paid maps the compiler refused."""
@@ -258,7 +256,7 @@ def spearman_at(run: Run, paid: int) -> float:
     return np.nan
 
 
-def rank_markdown(cfg: DictConfig, results: Sequence[PeersResult]) -> str:
+def rank_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
     """Per problem and screened agent: the model's Spearman on each round's paid maps at
     :data:`RANK_AT` paid maps, median [min-max] over seeds."""
     rows = []
@@ -280,7 +278,7 @@ def model_side_s(agent) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ targets
-def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
+def target_lines(cfg: DictConfig, results: Sequence[AgentsResult]) -> list[str]:
     """Whether each target is met, from the numbers, with the problems that decide it."""
     chips = [r for r in results if r.problem.startswith("chip-")]
     third, half_misses = [], []
@@ -298,7 +296,7 @@ def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
         mbo, best = found(r, cfg.mbo), best_plain(cfg, r)
         if mbo is None or best is None:
             continue
-        _, p, _ = peers.higher(mbo.cell.final, best.cell.final)
+        _, p, _ = agent_runs.higher(mbo.cell.final, best.cell.final)
         if mbo.mean_final < best.mean_final and p < ALPHA:
             lower.append(f"{r.problem} ({best.agent})")
     early = []
@@ -343,7 +341,7 @@ def target_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
     ]
 
 
-def pretrained_lines(cfg: DictConfig, results: Sequence[PeersResult]) -> list[str]:
+def pretrained_lines(cfg: DictConfig, results: Sequence[AgentsResult]) -> list[str]:
     """The pre-trained agents' targets: at most a tenth of the baseline's samples on one of
     their problems, and the moonshot (the level within :data:`MOONSHOT_RUNS` board runs)."""
     lines = []
@@ -387,7 +385,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
         + ". Samples to a level, tests and references read as in the peers section. "
         f"The chip: `{script_label(cfg.chip)}` (docs/external.md), no optimum"
         + "".join(
-            f"; {problem}'s: `{script_label(screening.chip_of(cfg, problem))}`"
+            f"; {problem}'s: `{script_label(chip_of(cfg, problem))}`"
             for problem in (cfg.get("problem_chips") or {})
             if problem in cfg.problems
         )
@@ -395,7 +393,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
     )
 
 
-def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
+def render(cfg: DictConfig, result: list[AgentsResult], page: Page) -> str:
     """The ``mbo`` section; one figure per problem, ``mbo_<problem>.png``."""
     lines = ["## Model-based optimisation: every searcher on the model, the compiler's maps", ""]
     lines += [intro(cfg, page.machine), ""]
@@ -430,9 +428,9 @@ def render(cfg: DictConfig, result: list[PeersResult], page: Page) -> str:
             cost_markdown(cfg, result),
             "",
         ]
-    lines += left_out(peers.missing_notes(cfg, result))
+    lines += left_out(agent_runs.missing_notes(cfg, result))
     for r in result:
-        png = peers.plot_problem(r, page.figure(f"mbo_{r.problem}.png"))
-        lines += peers.problem_markdown(r, page.link(png))
+        png = agent_runs.plot_problem(r, page.figure(f"mbo_{r.problem}.png"))
+        lines += agent_runs.problem_markdown(r, page.link(png))
     lines += reproduce(page.command)
     return "\n".join(lines)

@@ -30,32 +30,23 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from studies import screening
+from studies import cells
+from studies.cells import REFERENCE, CellResult, ProblemResult, best_at
 from studies.render import markdown_table, reproduce
 from studies.runner import Page, RunSpec, script_label
-from studies.screening import REFERENCE, CellResult, ProblemResult
 from studies.stats import format_mean_std, median_range
 
 SECTION = "model-search"
 
 
 def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
-    """The screening study's plan (:func:`studies.screening.plan`) on this study's plan."""
-    return screening.plan(cfg, out)
+    """The screening study's plan (:func:`studies.cells.plan`) on this study's plan."""
+    return cells.plan(cfg, out)
 
 
 def analyse(cfg: DictConfig, out: Path) -> list[ProblemResult]:
-    """Every problem's cells (:func:`studies.screening.analyse`)."""
-    return screening.analyse(cfg, out)
-
-
-def best_at(cell: CellResult, paid: int) -> np.ndarray:
-    """float ``[S]``: each run's best speedup after ``paid`` measurements (NaN: none yet)."""
-    out = []
-    for run in cell.runs:
-        seen = np.flatnonzero(np.asarray(run.iterations) <= paid)
-        out.append(float(run.best_speedup[seen[-1]]) if len(seen) else np.nan)
-    return np.array(out)
+    """Every problem's cells (:func:`studies.cells.analyse`)."""
+    return cells.analyse(cfg, out)
 
 
 def early_markdown(results: Sequence[ProblemResult], early: int) -> str:
@@ -121,7 +112,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
         f"claims. The chip: `{script_label(cfg.chip)}` (docs/external.md), no "
         "optimum"
         + "".join(
-            f"; {problem}'s: `{script_label(screening.chip_of(cfg, problem))}`"
+            f"; {problem}'s: `{script_label(cells.chip_of(cfg, problem))}`"
             for problem in (cfg.get("problem_chips") or {})
             if problem in cfg.problems
         )
@@ -131,7 +122,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
 
 def screens_in(cfg: DictConfig) -> list[str]:
     """Every screen of the plan, in order."""
-    return list(dict.fromkeys(s for p in cfg.problems for s in screening.screens_of(cfg, p)))
+    return list(dict.fromkeys(s for p in cfg.problems for s in cells.screens_of(cfg, p)))
 
 
 def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
@@ -152,7 +143,7 @@ def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
             "multiple of the unscreened agent's (Mann-Whitney p; where a median never got "
             "there, how many runs did):",
             "",
-            screening.summary_markdown(group, "level"),
+            cells.summary_markdown(group, "level"),
             "",
             f"Best speedup after {early} paid measurements, beside the unscreened agent's "
             f"final at {group[0].budget}:",
@@ -169,7 +160,7 @@ def render(cfg: DictConfig, result: list[ProblemResult], page: Page) -> str:
             "",
         ]
     for r in result:
-        png = screening.plot_problem(r, page.figure(f"model-search_{r.problem}.png"))
-        lines += screening.problem_markdown(r, page.link(png))
+        png = cells.plot_problem(r, page.figure(f"model-search_{r.problem}.png"))
+        lines += cells.problem_markdown(r, page.link(png))
     lines += reproduce(page.command)
     return "\n".join(lines)

@@ -20,7 +20,6 @@ interval held the true speedup, and the board runs per distinct map.
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from egrl.report.runs import mapping_from_dict
+from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import Page, RunSpec, StudyError, hydra_quote, read_runs, script_command
@@ -145,7 +145,6 @@ def paid_maps(run: Path, fallback: int) -> int:
     ``paid_maps``: board runs that read a kept map again are not maps), ``fallback`` for a
     run whose checkpoint predates the count."""
     from egrl.checkpoint import load_plain
-    from egrl.rundir import RunDir
 
     checkpoint = RunDir(run).latest_checkpoint()
     state = load_plain(checkpoint) if checkpoint is not None else {}
@@ -164,11 +163,10 @@ def read_cell_runs(runs: Sequence[Run], env, notes: list[str]) -> list[Returned]
     """Each finished run's report and the true speedup of its map, one batch on ``env``."""
     found, maps = [], []
     for run in runs:
-        path = Path(run.path) / "best_mapping.json"
-        if not path.is_file():
+        best = RunDir(run.path).read_best_map()
+        if best is None:
             notes.append(f"{run.path}: no best_mapping.json")
             continue
-        best = json.loads(path.read_text())
         mapping, reported, low, high = returned_map(best)
         if mapping is None:
             notes.append(f"{run.path}: no map earned a speedup")
@@ -178,7 +176,7 @@ def read_cell_runs(runs: Sequence[Run], env, notes: list[str]) -> list[Returned]
         iterations = int(best["iterations"])
         searched = paid_maps(Path(run.path), iterations - confirm)
         distinct = searched + (len(best["confirmed"]["candidates"]) + 1 if confirm else 0)
-        maps.append(mapping_from_dict(env, mapping, str(path)))
+        maps.append(mapping_from_dict(env, mapping, str(RunDir(run.path).best_map)))
         found.append((reported, low, high, iterations / max(distinct, 1)))
     if not found:
         return []
