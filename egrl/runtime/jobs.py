@@ -5,7 +5,7 @@ A :class:`Job` is a batch of ``B`` maps submitted at once. A runtime cuts it int
 job collects the rows as they come back, in any order. A task that fails (the hardware
 model raised one of :data:`EVALUATION_ERRORS`, the runtime's timeout passed, or its worker
 died) keeps the rows it measured before the failure (an
-:class:`~hwmodels.external.ExternalEvaluatorError`'s ``partial``) and sends the rest
+:class:`~hwmodels.base.ChipCallError`'s ``partial``) and sends the rest
 again one map per task, so that a map that fails is found alone: up to ``retries`` more
 attempts after an error or a timeout, up to ``max_resends`` after a worker died. A map
 still failing after that is *failed*: it is answered as an invalid map the chip did not
@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwmodels.base import Measurement
-from hwmodels.external import ExternalEvaluatorError
+from hwmodels.base import ChipCallError, Measurement
 
 log = logging.getLogger(__name__)
 
 #: errors of a hardware model that fail the maps being measured (anything else is a bug
 #: and stops the run)
-EVALUATION_ERRORS: tuple[type[BaseException], ...] = (ExternalEvaluatorError, TimeoutError)
+EVALUATION_ERRORS: tuple[type[BaseException], ...] = (ChipCallError, TimeoutError)
 #: re-assigned ratio of a failed map: the worst an invalid map gets (reward ``-scale``)
 FAILED_RATIO = 1.0
 

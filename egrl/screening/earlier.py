@@ -30,7 +30,7 @@ from egrl.env import reward_of, target_from_config
 from egrl.ledger import archive_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
-from hwmodels.external import nnpi_prior
+from hwmodels.nnpi.prior import nnpi_prior
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def make_prior(name: str | None, target):
     """The free prior ``screen.prior`` of the bound ``target`` (None: none).
 
     ``nnpi``: the NNP-I model's description of the target's maps
-    (:func:`hwmodels.external.nnpi_prior`), for a chip with the NNP-I heads.
+    (:func:`hwmodels.nnpi.prior.nnpi_prior`), for a chip with the NNP-I heads.
 
     Raises:
         ValueError: an unknown prior, or a target it cannot read.
