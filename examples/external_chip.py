@@ -37,9 +37,49 @@ Cost model (three memory levels, NNP-I-like defaults from the Spring Hill figure
   ``FILE``, which a run should start without) draws from ``--noise-seed`` and ``r``, so
   two readings of the same map still differ; without it they come from the OS.
 
-The three effects combine; a node's time per memory level is the bytes moved there over
-the level's (contended) bandwidth plus the DRAM access times, and the node's memory time
-is the sum over levels, or the busiest level with ``--shared-bandwidth``.
+Effects a datasheet model (the NNP-I roofline, ``hwmodels/nnpi``) does not have:
+
+* ``--op-efficiency CLASS=F,...``: a node of that operator class runs its MACs at ``F``
+  (in (0, 1]) times the MAC rate. Classes, read from the workload file's ``op_type``,
+  ``attrs`` and shapes, first match: ``vector`` (no MACs: pooling, norms, softmax,
+  layout), ``attention`` (a matmul of two activations), ``depthwise`` (a grouped conv),
+  ``small-channel`` (a conv with under 16 input channels), ``pointwise`` (a 1x1 conv),
+  ``conv`` (any other conv), ``linear`` (every other node with MACs). Unnamed classes
+  run at peak. Naming ``vector`` also counts every node's ``vector_ops`` (fused norms,
+  activations, pooling), at that share of the MAC rate, after its MACs.
+* ``--weight-prefetch``: a node's weight streams in while the previous node computes:
+  the part of its weight read (bytes over bandwidth, plus the DRAM access time) that fits
+  in the previous node's memory-idle time, ``max(compute - memory, 0)`` with that node's
+  transfers counted in full, costs nothing. A weight left in a slow level behind a
+  compute-bound node is then free.
+* ``--bank-conflicts F`` (>= 0): the tensors a node moves in SRAM at once (its weight,
+  output and producers' outputs placed there) share its banks: SRAM's bandwidth for that
+  node is divided by ``1 + F x (k - 1)`` for ``k`` such tensors.
+* ``--bandwidth-fraction LEVEL=F,...``: a level reaches ``F`` (in (0, 1]) of its
+  datasheet bandwidth (``--dram-gbps``, ...), e.g. ``DRAM=0.7``; the SRAM figure is the
+  engines' aggregate, which one layer's tensors do not reach.
+* ``--half-bandwidth-kib LEVEL=K,...``: a transfer of ``b`` bytes on that level reaches
+  ``b / (b + K KiB)`` of its bandwidth (it takes ``(b + K KiB) / bandwidth``): set-up and
+  burst overheads make small transfers slow.
+
+Every effect combines with the others; a node's time per memory level is the bytes moved
+there (plus ``--half-bandwidth-kib`` per transfer) over the level's effective bandwidth
+(its fraction, the LLC's contention, SRAM's bank conflicts) plus the DRAM access times,
+less the prefetched part of its weight read, and the node's memory time is the sum over
+levels, or the busiest level with ``--shared-bandwidth``. Without any effect flag the
+chip answers exactly as before.
+
+Chips that depart from the roofline (``docs/external.md``; ``benchmarks/chip_effects.py``
+measures them), each with the study chips' figures ``--shared-bandwidth --sram-kib 2048
+--tmacs 50`` (the NNP-I datasheet: ``sram_mib=2, peak_tops=100``, the other figures the
+defaults) and:
+
+* ``chip-banks``: ``--bandwidth-fraction SRAM=0.1 --bank-conflicts 0.5``;
+* ``chip-stream``: ``--bandwidth-fraction SRAM=0.2 --bank-conflicts 1 --weight-prefetch``;
+* ``chip-ops``: ``--op-efficiency conv=0.5,pointwise=0.5,vector=0.25 --weight-prefetch
+  --bandwidth-fraction SRAM=0.1,DRAM=0.7 --bank-conflicts 1``;
+* ``chip-mislead`` (its datasheet misleads): ``--bandwidth-fraction SRAM=0.05
+  --bank-conflicts 1``.
 
 Usage::
 
@@ -47,6 +87,9 @@ Usage::
     python examples/external_chip.py --shared-bandwidth --sram-kib 2048 < request.json
     python examples/external_chip.py --dram-access-us 2 --llc-contention 0.5 < request.json
     python examples/external_chip.py --noise-cv 0.05 --noise-state run/noise.txt < request.json
+    python examples/external_chip.py --op-efficiency pointwise=0.5,vector=0.25 < request.json
+    python examples/external_chip.py --weight-prefetch --bank-conflicts 0.5 < request.json
+    python examples/external_chip.py --bandwidth-fraction DRAM=0.7 --half-bandwidth-kib DRAM=8 < request.json
 """
 
 from __future__ import annotations
@@ -59,6 +102,30 @@ import sys
 import numpy as np
 
 LEVELS = ("DRAM", "LLC", "SRAM")
+#: operator classes of ``--op-efficiency``, in the order a node is matched to them
+OP_CLASSES = ("vector", "attention", "depthwise", "small-channel", "pointwise", "conv", "linear")
+#: a convolution with fewer input channels than this is ``small-channel``
+SMALL_CHANNELS = 16
+
+
+def op_class(node: dict) -> str:
+    """The ``--op-efficiency`` class of one workload node: ``vector`` (no MACs: pooling,
+    norms, softmax, layout), ``attention`` (a matmul of two activations), ``depthwise``
+    (a grouped conv), ``small-channel`` (a conv with under ``SMALL_CHANNELS`` input
+    channels), ``pointwise`` (a 1x1 conv), ``conv`` (any other conv), ``linear`` (every
+    other node with MACs: a weight matrix times an activation)."""
+    if node["macs"] == 0:
+        return "vector"
+    op, attrs = node["op_type"], node.get("attrs") or {}
+    if op == "matmul" and node["weight_bytes"] == 0:
+        return "attention"
+    if op != "conv":
+        return "linear"
+    if attrs.get("groups", 1) > 1:
+        return "depthwise"
+    if node["input_shapes"] and node["input_shapes"][0][1] < SMALL_CHANNELS:
+        return "small-channel"
+    return "pointwise" if tuple(attrs.get("kernel", (1, 1))) == (1, 1) else "conv"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -87,6 +154,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="share of the LLC bandwidth lost when the LLC is full, in [0, 1)",
     )
     p.add_argument(
+        "--op-efficiency",
+        type=figures(OP_CLASSES, lambda f: 0 < f <= 1, "a share of peak in (0, 1]"),
+        default={},
+        help=f"CLASS=F,...: operator classes {OP_CLASSES} run at F x the MAC rate",
+    )
+    p.add_argument(
+        "--weight-prefetch",
+        action="store_true",
+        help="a node's weight streams in during the previous node's compute-bound time",
+    )
+    p.add_argument(
+        "--bank-conflicts",
+        type=float,
+        default=0.0,
+        help="SRAM slowdown per further tensor a node moves in SRAM at once (>= 0)",
+    )
+    p.add_argument(
+        "--bandwidth-fraction",
+        type=figures(LEVELS, lambda f: 0 < f <= 1, "a share of the datasheet figure in (0, 1]"),
+        default={},
+        help="LEVEL=F,...: the bandwidth a level reaches, as a share of its figure",
+    )
+    p.add_argument(
+        "--half-bandwidth-kib",
+        type=figures(LEVELS, lambda k: 0 <= k < math.inf, "a size in KiB >= 0"),
+        default={},
+        help="LEVEL=K,...: a transfer of K KiB reaches half the level's bandwidth",
+    )
+    p.add_argument(
         "--noise-cv",
         type=float,
         default=0.0,
@@ -109,7 +205,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(f"--dram-access-us {args.dram_access_us} is invalid: expected >= 0")
     if not 0 <= args.llc_contention < 1:
         p.error(f"--llc-contention {args.llc_contention} is invalid: expected a value in [0, 1)")
+    if args.bank_conflicts < 0:
+        p.error(f"--bank-conflicts {args.bank_conflicts} is invalid: expected >= 0")
     return args
+
+
+def figures(names: tuple[str, ...], check, allowed: str):
+    """A parser of ``NAME=F,NAME=F`` into ``{name: F}``: names from ``names``, each ``F``
+    a number ``check`` accepts; anything else is refused naming the entry and ``allowed``."""
+
+    def parse(text: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for entry in filter(None, text.split(",")):
+            name, _, value = entry.partition("=")
+            if name not in names:
+                raise argparse.ArgumentTypeError(f"{entry!r}: {name!r} is not one of {names}")
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if not check(number):
+                raise argparse.ArgumentTypeError(f"{entry!r}: expected {allowed}")
+            out[name] = number
+        return out
+
+    return parse
 
 
 class Chip:
@@ -136,6 +256,22 @@ class Chip:
         self.llc_contention = float(getattr(args, "llc_contention", 0.0))
         self.llc_capacity = capacity["LLC"]
         self.mac_rate = args.tmacs * 1e12
+        self.op_efficiency = dict(getattr(args, "op_efficiency", None) or {})
+        self.weight_prefetch = bool(getattr(args, "weight_prefetch", False))
+        self.bank_conflicts = float(getattr(args, "bank_conflicts", 0.0))
+        fraction = getattr(args, "bandwidth_fraction", None) or {}
+        half = getattr(args, "half_bandwidth_kib", None) or {}
+        self.bandwidth_fraction = np.array([fraction.get(level, 1.0) for level in LEVELS])
+        self.half_bytes = np.array([half.get(level, 0.0) * 1024 for level in LEVELS])
+        self.level_effects = bool(
+            self.shared_bandwidth
+            or self.dram_access_s
+            or self.llc_contention
+            or self.weight_prefetch
+            or self.bank_conflicts
+            or (self.bandwidth_fraction != 1).any()
+            or self.half_bytes.any()
+        )
 
         nodes = workload["nodes"]
         dtype = workload.get("dtype_bytes", 1)
@@ -160,6 +296,20 @@ class Chip:
                     self.host_bytes[i] += math.prod(shape) * dtype
         self.last_use = np.arange(self.n)
         np.maximum.at(self.last_use, self.src, self.dst)
+        self.compute = self.compute_times(nodes)
+
+    def compute_times(self, nodes: list[dict]) -> np.ndarray:
+        """Seconds ``[N]`` of each node's compute: its MACs at the MAC rate, times
+        ``--op-efficiency``'s share for its class; where ``vector`` is named, every node's
+        vector operations too, at that share of the MAC rate."""
+        if not self.op_efficiency:
+            return self.macs / self.mac_rate
+        share = np.array([self.op_efficiency.get(op_class(n), 1.0) for n in nodes])
+        compute = self.macs / (self.mac_rate * share)
+        if "vector" in self.op_efficiency:
+            vector = np.array([n.get("vector_ops", 0) for n in nodes], dtype=np.float64)
+            compute = compute + vector / (self.mac_rate * self.op_efficiency["vector"])
+        return compute
 
     def compile(self, mapping: np.ndarray) -> tuple[np.ndarray, float]:
         """Rectify one map ``[N, 2]``: the placed map and the bytes demoted."""
@@ -189,23 +339,52 @@ class Chip:
 
     def latency(self, mapping: np.ndarray) -> float:
         """Seconds to run one (valid) map ``[N, 2]``."""
-        if self.shared_bandwidth or self.dram_access_s or self.llc_contention:
-            times = self.level_times(mapping)
-            memory = times.max(axis=1) if self.shared_bandwidth else times.sum(axis=1)
-            return float(np.maximum(self.macs / self.mac_rate, memory).sum())
+        if self.level_effects:
+            return float(np.maximum(self.compute, self.memory_times(mapping)).sum())
         w_bw = self.bandwidth["weight"][mapping[:, 0]]
         a_bw = self.bandwidth["activation"][mapping[:, 1]]
         reads = np.bincount(self.dst, self.edge_bytes / a_bw[self.src], minlength=self.n)
         memory = self.weight / w_bw + self.output / a_bw + reads + self.host_bytes / self.dram_bw
-        return float(np.maximum(self.macs / self.mac_rate, memory).sum())
+        return float(np.maximum(self.compute, memory).sum())
 
-    def level_times(self, mapping: np.ndarray) -> np.ndarray:
-        """Seconds ``[N, levels]`` each node's transfers take on each memory level.
+    def memory_times(self, mapping: np.ndarray) -> np.ndarray:
+        """Seconds ``[N]`` of each node's transfers: the sum of its level times, or the
+        busiest level's with ``--shared-bandwidth``; with ``--weight-prefetch`` less the
+        part of its weight read hidden under the previous node's compute."""
+        times, weight_s = self.level_times(mapping)
+        combine = np.max if self.shared_bandwidth else np.sum
+        memory = combine(times, axis=1)
+        if not self.weight_prefetch:
+            return memory
+        slack = np.maximum(self.compute - memory, 0.0)  # memory idle while computing
+        hidden = np.minimum(weight_s, np.concatenate(([0.0], slack[:-1])))
+        w_level = np.asarray(self.level["weight"])[mapping[:, 0]]
+        times[np.arange(self.n), w_level] = np.maximum(
+            times[np.arange(self.n), w_level] - hidden, 0.0
+        )
+        return combine(times, axis=1)
+
+    def streams(self, w_level: np.ndarray, a_level: np.ndarray) -> np.ndarray:
+        """Transfers ``[N, levels]`` each node makes on each level: its weight, its output,
+        one read per producer, and its host inputs (DRAM)."""
+        nodes = np.arange(self.n)
+        count = np.zeros((self.n, len(LEVELS)))
+        np.add.at(count, (nodes, w_level), self.weight > 0)
+        np.add.at(count, (nodes, a_level), self.output > 0)
+        np.add.at(count, (self.dst, a_level[self.src]), 1.0)
+        count[:, LEVELS.index("DRAM")] += self.host_bytes > 0
+        return count
+
+    def level_times(self, mapping: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds ``[N, levels]`` each node's transfers take on each memory level, and
+        seconds ``[N]`` of its weight read alone.
 
         ``bytes [N, levels]``: the node's weight and output at their levels, its inputs at
-        their producers' activation levels, host inputs in DRAM, over the level's bandwidth
-        (the LLC's contended at the node's step, ``--llc-contention``), plus
-        ``--dram-access-us`` per DRAM transfer.
+        their producers' activation levels, host inputs in DRAM, plus
+        ``--half-bandwidth-kib`` per transfer, over the level's bandwidth (its
+        ``--bandwidth-fraction``; the LLC's contended at the node's step,
+        ``--llc-contention``; SRAM's shared by the node's tensors there,
+        ``--bank-conflicts``), plus ``--dram-access-us`` per DRAM transfer.
         """
         w_level = np.asarray(self.level["weight"])[mapping[:, 0]]
         a_level = np.asarray(self.level["activation"])[mapping[:, 1]]
@@ -216,21 +395,29 @@ class Chip:
         np.add.at(moved, (self.dst, a_level[self.src]), self.edge_bytes)
         dram = LEVELS.index("DRAM")
         moved[:, dram] += self.host_bytes
-        bandwidth = np.broadcast_to(self.level_bw, moved.shape)
+        streams = self.streams(w_level, a_level)
+        if self.half_bytes.any():
+            moved += streams * self.half_bytes
+        level_bw = self.level_bw
+        if (self.bandwidth_fraction != 1).any():
+            level_bw = level_bw * self.bandwidth_fraction
+        bandwidth = np.broadcast_to(level_bw, moved.shape)
+        if self.llc_contention or self.bank_conflicts:
+            bandwidth = bandwidth.copy()
         if self.llc_contention:
             llc = LEVELS.index("LLC")
-            bandwidth = bandwidth.copy()
             bandwidth[:, llc] *= 1.0 - self.llc_contention * self.llc_held(w_level, a_level)
+        if self.bank_conflicts:
+            sram = LEVELS.index("SRAM")
+            bandwidth[:, sram] /= 1.0 + self.bank_conflicts * np.maximum(streams[:, sram] - 1, 0)
         times = moved / bandwidth
         if self.dram_access_s:
-            transfers = (
-                ((w_level == dram) & (self.weight > 0)).astype(float)
-                + ((a_level == dram) & (self.output > 0))
-                + np.bincount(self.dst, a_level[self.src] == dram, minlength=self.n)
-                + (self.host_bytes > 0)
-            )
-            times[:, dram] += self.dram_access_s * transfers
-        return times
+            times[:, dram] += self.dram_access_s * streams[:, dram]
+        has_weight = self.weight > 0
+        weight_s = (self.weight + has_weight * self.half_bytes[w_level]) / bandwidth[
+            nodes, w_level
+        ] + (self.dram_access_s * (has_weight & (w_level == dram)))
+        return times, weight_s
 
     def llc_held(self, w_level: np.ndarray, a_level: np.ndarray) -> np.ndarray:
         """The share ``[N]`` of the LLC held at each step: every weight placed there, and
