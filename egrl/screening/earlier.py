@@ -30,7 +30,7 @@ from egrl.env import reward_of, target_from_config
 from egrl.ledger import archive_state
 from egrl.rundir import RunDir
 from egrl.screening.base import Domain, Measured
-from hwmodels.nnpi.prior import nnpi_prior
+from hwmodels.nnpi.prior import NNPIPrior, nnpi_prior
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,9 @@ def make_prior(name: str | None, target):
     """The free prior ``screen.prior`` of the bound ``target`` (None: none).
 
     ``nnpi``: the NNP-I model's description of the target's maps
-    (:func:`hwmodels.nnpi.prior.nnpi_prior`), for a chip with the NNP-I heads.
+    (:func:`hwmodels.nnpi.prior.nnpi_prior`), for a chip with the NNP-I heads: with the
+    chip's datasheet figures where it has them (``hwmodel.params.prior``, the target's
+    ``prior``), else with NNP-I's defaults.
 
     Raises:
         ValueError: an unknown prior, or a target it cannot read.
@@ -228,6 +230,9 @@ def make_prior(name: str | None, target):
         return None
     if name != "nnpi":
         raise ValueError(f"screen.prior={name} is invalid: expected nnpi or null")
+    sheet = getattr(target, "prior", None)
+    if isinstance(sheet, NNPIPrior):
+        return sheet
     try:
         return nnpi_prior(target)
     except ValueError as exc:

@@ -13,6 +13,7 @@ import numpy as np
 from hwmodels import register
 from hwmodels.base import HardwareModel
 from hwmodels.external.target import ExternalTarget
+from hwmodels.nnpi.prior import check_prior
 from workloads.ir import Workload
 
 #: NNP-I's decision heads: the weight and the activation of every node go to one level
@@ -81,6 +82,11 @@ class ExternalModel(HardwareModel):
             (:class:`egrl.env.Env` decides).
         repeats: measurements of each map, averaged (for a noisy chip); each is a board
             run, and the budget counts board runs (``readings_per_map``).
+        prior: the chip's datasheet as NNP-I parameters, ``{name: nnpi, sram_mib: 2,
+            llc_mib: 24, dram_gbps: 67.2, llc_gbps: 680, sram_gbps: 6800, peak_tops: 100}``
+            (:func:`hwmodels.nnpi.prior.check_prior`): a model of the chip the toolkit
+            can solve (``Target.prior_solution``) and the figures ``screen.prior=nnpi``
+            reads; ``None``: the chip has no prior.
     """
 
     name = "external"
@@ -91,6 +97,7 @@ class ExternalModel(HardwareModel):
         "inline_workload",
         "deterministic",
         "repeats",
+        "prior",
     )
 
     def __init__(
@@ -107,6 +114,7 @@ class ExternalModel(HardwareModel):
         fallback: Mapping[str, str] | None = None,
         deterministic: bool | str = "auto",
         repeats: int = 1,
+        prior: Mapping | None = None,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
         if not argv:
@@ -133,6 +141,8 @@ class ExternalModel(HardwareModel):
         self.repeats = int(repeats)
         self.initial_choices = choice_per_head(self.heads, initial, "initial")
         self.fallback_choices = choice_per_head(self.heads, fallback, "fallback")
+        #: the datasheet's NNP-I parameters (None: no prior)
+        self.prior = None if prior is None else check_prior(prior, self.heads)
 
     @property
     def process_env(self) -> dict[str, str] | None:

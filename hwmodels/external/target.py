@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from hwmodels.base import Check, CheckRefused, Measurement, Target, workload_graph
+from hwmodels.base import Check, CheckRefused, Measurement, PriorSolution, Target, workload_graph
 from hwmodels.external.errors import CallFailed, ExternalEvaluatorError, Refused
 from hwmodels.external.process import run_command
 from hwmodels.external.protocol import (
@@ -27,6 +27,7 @@ from hwmodels.external.protocol import (
     parse_floats,
     parse_valid,
 )
+from hwmodels.nnpi.prior import PRIOR_KEY, NNPIPrior, nnpi_prior
 from workloads.ir import Workload
 
 if TYPE_CHECKING:
@@ -82,6 +83,43 @@ class ExternalTarget(Target):
             self.workload_path.write_text(text, encoding="utf-8")
             descriptor["path"] = str(self.workload_path)
         self._descriptor = descriptor
+        #: the chip's datasheet read as the NNP-I model (``model.prior``; None: none)
+        self.prior = self._bind_prior()
+
+    def _bind_prior(self) -> NNPIPrior | None:
+        """The NNP-I model with the datasheet's figures bound to the workload, or None.
+
+        Raises:
+            ValueError: naming ``hwmodel.params.prior``: the workload does not fit the
+                datasheet's capacities.
+        """
+        if self.model.prior is None:
+            return None
+        try:
+            return nnpi_prior(self, **self.model.prior)
+        except ValueError as exc:
+            raise ValueError(f"{PRIOR_KEY} does not fit {self.workload.name!r}: {exc}") from None
+
+    # -------------------------------------------------------------------- prior
+    @property
+    def has_prior(self) -> bool:
+        """The chip has a datasheet the toolkit can solve (``hwmodel.params.prior``)."""
+        return self.prior is not None
+
+    def prior_solution(
+        self, time_limit_s: float = 60.0, workers: int = 2, **options
+    ) -> PriorSolution:
+        """The datasheet solved: the NNP-I optimum on the prior's costs, hinted with the
+        chip compiler's map, in this chip's choices (:meth:`NNPIPrior.solve`, which
+        takes the ``options``: extra costs, a trust region, maps to exclude). Nothing is
+        paid on the chip; its compiler's map is asked once (``baseline``).
+
+        Raises:
+            NotImplementedError: the chip has no ``prior``.
+        """
+        if self.prior is None:
+            raise NotImplementedError(f"the external chip has no {PRIOR_KEY}")
+        return self.prior.solve(self.native_mapping(), time_limit_s, workers, **options)
 
     # ------------------------------------------------------------------ protocol
     @cached_property

@@ -16,7 +16,9 @@
 * LLC and SRAM capacity: one row per level and maximal set of activations live at the
   same step (:meth:`~hwmodels.nnpi.occupancy.Tensors.maximal_live_sets`), all weights
   on the level included.
-* Objective: the sum of layer times, i.e. the latency.
+* Objective: the sum of layer times, i.e. the latency; a solve may add per-tensor,
+  per-level costs, a Hamming trust region around given maps and maps to exclude
+  (:class:`Additions`), and then fixes no tensor to DRAM.
 """
 
 from __future__ import annotations
@@ -76,6 +78,79 @@ class CpModelParts:
         return (t, DRAM) in self.x
 
 
+@dataclass(frozen=True)
+class Additions:
+    """What a solve adds to the cost model, in NNP-I's levels (every field optional).
+
+    Attributes:
+        extra_fs: int64 ``[N, 2, L]``: femtoseconds added to the objective when unit
+            ``n``'s weight (1: output) is on level ``l``.
+        trust_maps: int64 ``[M, N, 2]``: maps of levels; with ``trust_radius`` int64
+            ``[M]``, the map solved must differ from some ``trust_maps[m]`` in at most
+            ``trust_radius[m]`` units (a unit differs when its weight or output does).
+        exclude: int64 ``[K, N, 2]``: maps the solve must not return (no-good cuts).
+    """
+
+    extra_fs: np.ndarray | None = None
+    trust_maps: np.ndarray | None = None
+    trust_radius: np.ndarray | None = None
+    exclude: np.ndarray | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing is added: the plain cost model (whose exact cuts then hold)."""
+        return self.extra_fs is None and self.trust_maps is None and self.exclude is None
+
+
+def add_additions(parts: CpModelParts, additions: Additions) -> cp_model.LinearExprT:
+    """Add ``additions``' trust region and exclusions to ``parts.model``; returns the
+    extra cost expression (fs) to add to the objective (0 without ``extra_fs``)."""
+    model, x = parts.model, parts.x
+    n = len(parts.layers)
+
+    def same(t: int, lv: int):
+        """The literal "tensor ``t`` is on ``lv``": a boolean, or True/False when fixed."""
+        if (t, lv) in x:
+            return x[(t, lv)]
+        return not parts.is_free(t) and lv == DRAM
+
+    extra: cp_model.LinearExprT = 0
+    if additions.extra_fs is not None:
+        cost = np.asarray(additions.extra_fs, dtype=np.int64).reshape(2 * n, len(LEVELS))
+        extra = int(sum(cost[t, DRAM] for t in range(2 * n) if not parts.is_free(t)))
+        extra += sum(int(cost[t, lv]) * var for (t, lv), var in x.items() if cost[t, lv])
+    if additions.trust_maps is not None:
+        inside = []
+        for m, (levels, radius) in enumerate(zip(additions.trust_maps, additions.trust_radius)):
+            flat = np.asarray(levels, dtype=np.int64).reshape(-1)
+            kept = []
+            for u in range(n):
+                a, b = same(2 * u, int(flat[2 * u])), same(2 * u + 1, int(flat[2 * u + 1]))
+                if a is False or b is False:
+                    continue
+                if a is True and b is True:
+                    kept.append(1)
+                    continue
+                keep = model.new_bool_var(f"same{m}_{u}")
+                for lit in (a, b):
+                    if lit is not True:
+                        model.add_implication(keep, lit)
+                kept.append(keep)
+            ball = model.new_bool_var(f"ball{m}")
+            model.add(n - sum(kept) <= int(radius)).only_enforce_if(ball)
+            inside.append(ball)
+        model.add_bool_or(inside if inside else [False])
+    if additions.exclude is not None:
+        for levels in additions.exclude:
+            flat = np.asarray(levels, dtype=np.int64).reshape(-1)
+            lits = [same(t, int(lv)) for t, lv in enumerate(flat)]
+            if any(lit is False for lit in lits):
+                continue  # the map is excluded by the model already
+            free = [lit for lit in lits if lit is not True]
+            model.add_bool_or([lit.Not() for lit in free] if free else [False])
+    return extra
+
+
 def touched_nodes(workload) -> list[list[int]]:
     """For each tensor (``2i`` weight, ``2i + 1`` output of node ``i``), the nodes whose
     memory time depends on its level."""
@@ -94,17 +169,37 @@ def free_nodes(target) -> np.ndarray:
     return all_dram > target.costs.compute_fs
 
 
-def allowed_levels(target, touched: list[list[int]], free: np.ndarray) -> list[list[int]]:
-    """Levels each tensor may take; ``[DRAM]`` alone for tensors fixed to DRAM."""
+def allowed_levels(
+    target,
+    touched: list[list[int]],
+    free: np.ndarray,
+    permitted: np.ndarray | None = None,
+    every: bool = False,
+) -> list[list[int]]:
+    """Levels each tensor may take; ``[DRAM]`` alone for tensors fixed to DRAM.
+
+    Args:
+        permitted: bool ``[2, L]``: the levels the weights (row 0) and the outputs (row 1)
+            may use (every level by default; DRAM always).
+        every: fix no tensor to DRAM (a solve with :class:`Additions`, whose costs,
+            trust region or exclusions may tell apart maps of equal latency).
+    """
     nbytes, cap = target.tensors.nbytes, target.capacity
+    permitted = np.ones((2, len(LEVELS)), dtype=bool) if permitted is None else permitted
     allowed = []
     for t, nodes in enumerate(touched):
         size = int(nbytes[t])
-        if size == 0 or not free[nodes].any():
-            allowed.append([DRAM])
-        else:
-            allowed.append([DRAM] + [lv for lv in range(1, len(LEVELS)) if size <= cap[lv]])
+        faster = [lv for lv in range(1, len(LEVELS)) if size <= cap[lv] and permitted[t % 2, lv]]
+        fixed = size == 0 or not free[nodes].any()
+        allowed.append([DRAM] + (faster if every or not fixed else []))
     return allowed
+
+
+def modelled_tensors(target, touched: list[list[int]], free: np.ndarray) -> np.ndarray:
+    """bool ``[T]``: tensors whose level can change some layer's time (bytes, and a layer
+    that is memory-bound with everything in DRAM)."""
+    nbytes = target.tensors.nbytes
+    return np.array([nbytes[t] > 0 and free[nodes].any() for t, nodes in enumerate(touched)])
 
 
 def saving_fs(target) -> np.ndarray:
@@ -114,13 +209,27 @@ def saving_fs(target) -> np.ndarray:
     return per_level - per_level[:, DRAM : DRAM + 1]
 
 
-def build_model(target, max_configs: int = 243) -> CpModelParts:
-    """The CP-SAT model of ``target`` (an :class:`~hwmodels.nnpi.target.NNPITarget`)."""
+def build_model(
+    target,
+    max_configs: int = 243,
+    permitted: np.ndarray | None = None,
+    additions: Additions | None = None,
+) -> CpModelParts:
+    """The CP-SAT model of ``target`` (an :class:`~hwmodels.nnpi.target.NNPITarget`).
+
+    Args:
+        max_configs: a layer with more joint placements is modelled by its roofline.
+        permitted: bool ``[2, L]``, see :func:`allowed_levels`.
+        additions: costs, a trust region and exclusions added to the model
+            (:func:`add_additions`); then no tensor is fixed to DRAM.
+    """
     costs, n = target.costs, target.num_units
     model = cp_model.CpModel()
     touched = touched_nodes(target.workload)
     free = free_nodes(target)
-    allowed = allowed_levels(target, touched, free)
+    every = additions is not None and not additions.empty
+    allowed = allowed_levels(target, touched, free, permitted, every)
+    modelled = modelled_tensors(target, touched, free)
     saving = saving_fs(target)
     all_dram = costs.memory_fs(np.zeros((1, n, 2), dtype=np.int64))[0]
 
@@ -132,7 +241,7 @@ def build_model(target, max_configs: int = 243) -> CpModelParts:
             model.add_exactly_one(x[(t, lv)] for lv in levels)
     touching: list[list[int]] = [[] for _ in range(n)]
     for t, nodes in enumerate(touched):
-        if len(allowed[t]) > 1:
+        if len(allowed[t]) > 1 and modelled[t]:
             for i in nodes:
                 touching[i].append(t)
 
@@ -161,8 +270,10 @@ def build_model(target, max_configs: int = 243) -> CpModelParts:
 
     _add_capacity_rows(model, x, target.tensors, target.capacity)
     total = sum(objective)
-    model.minimize(total)
-    return CpModelParts(model, x, layers, total)
+    parts = CpModelParts(model, x, layers, total)
+    extra = add_additions(parts, additions) if every else 0
+    model.minimize(total + extra)
+    return parts
 
 
 def _configurations(model, x, i, mine, allowed, context) -> LayerModel:

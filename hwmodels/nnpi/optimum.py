@@ -18,7 +18,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from hwmodels.base import OptimumResult
-from hwmodels.nnpi.cpmodel import build_model, complete_hint
+from hwmodels.nnpi.cpmodel import Additions, build_model, complete_hint
 from hwmodels.nnpi.dominance import add_maximality, levels_are_monotone, maximize
 from hwmodels.nnpi.params import FS_PER_S
 from hwmodels.nnpi.symmetry import add_weight_order, canonical_levels
@@ -67,6 +67,9 @@ def solve(
     workers: int = 2,
     hint: np.ndarray | None = None,
     log_search: bool = False,
+    permitted: np.ndarray | None = None,
+    additions: Additions | None = None,
+    whole_limit: bool = False,
 ) -> OptimumResult:
     """Minimise the latency of ``target`` over all valid maps with CP-SAT.
 
@@ -76,9 +79,18 @@ def solve(
         workers: solver threads.
         hint: int ``[N, 2]`` valid starting map (the native compiler's map by default).
         log_search: forward CP-SAT's own search log to this module's logger (DEBUG).
+        permitted: bool ``[2, L]``: the levels weights and outputs may use
+            (:func:`~hwmodels.nnpi.cpmodel.allowed_levels`; all by default).
+        additions: extra costs, a trust region, maps to exclude
+            (:class:`~hwmodels.nnpi.cpmodel.Additions`): the exact symmetry and dominance
+            cuts are then off (they hold for the latency alone over every valid map) and
+            the objective is the latency plus the extra costs (``info["extra_fs"]``).
+        whole_limit: ``time_limit_s`` covers building and hinting the model too (the
+            solver gets what is left).
 
     Returns:
-        The best map found, its latency, the proven lower bound and the gap.
+        The best map found, its latency, the proven lower bound and the gap (of the
+        objective, latency plus extra costs, under ``additions``).
 
     Raises:
         RuntimeError: the solver's map does not measure to its objective, or it
@@ -88,9 +100,12 @@ def solve(
     name = target.workload.name
     hint = target.native_mapping() if hint is None else np.asarray(hint, dtype=np.int64)
     start = time.perf_counter()
-    parts = build_model(target)
+    plain = additions is None or additions.empty
+    parts = build_model(target, permitted=permitted, additions=None if plain else additions)
     start_levels = hint.reshape(-1)
-    if levels_are_monotone(target):
+    if not plain:
+        log.info("%s: extra costs, a trust region or exclusions: no symmetry cuts", name)
+    elif levels_are_monotone(target):
         add_weight_order(target, parts)
         add_maximality(target, parts)
         start_levels = canonical_levels(target, parts, maximize(target, parts, start_levels))
@@ -106,7 +121,8 @@ def solve(
         time.perf_counter() - start,
     )
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    left = time_limit_s - (time.perf_counter() - start) if whole_limit else time_limit_s
+    solver.parameters.max_time_in_seconds = max(float(left), 0.01)
     configure(solver.parameters, int(workers))
     if log_search:
         solver.parameters.log_search_progress = True
@@ -122,6 +138,7 @@ def solve(
                 mapping[t] = lv
         mapping = mapping.reshape(target.num_units, 2)
         objective = int(solver.value(parts.objective))
+        extra_fs = int(round(solver.objective_value)) - objective
     else:  # no map within the limit (presolve alone can take it): the hint is the best known
         log.warning(
             "%s: CP-SAT found no map (%s) in %.1f s; the hint (the native compiler's map) is "
@@ -131,12 +148,14 @@ def solve(
             wall,
         )
         mapping, objective = hint, int(target.latency_fs(hint[None])[0])
+        extra_fs = 0
     proven = status == cp_model.OPTIMAL
     _check_against_measure(target, mapping, objective)
-    _check_against_hint(target, hint, objective, proven)
+    if plain:
+        _check_against_hint(target, hint, objective, proven)
 
     found = solver.best_objective_bound  # NaN or infinite when the search never started
-    found = math.ceil(found) if math.isfinite(found) else 0
+    found = math.ceil(found) - extra_fs if math.isfinite(found) else 0
     bound = objective if proven else min(objective, max(0, found))
     result = OptimumResult(
         mapping=mapping,
@@ -146,7 +165,13 @@ def solve(
         proven=proven,
         status=status_name,
         wall_s=wall,
-        info={"latency_fs": objective, "bound_fs": bound, "booleans": parts.num_booleans},
+        info={
+            "latency_fs": objective,
+            "bound_fs": bound,
+            "booleans": parts.num_booleans,
+            "extra_fs": extra_fs,
+            "solve_s": time.perf_counter() - start,
+        },
     )
     log.info(
         "%s: %s latency %.6f ms, bound %.6f ms, gap %.4f%% in %.1f s",

@@ -18,6 +18,7 @@ from hwmodels.base import (
     HardwareModel,
     Measurement,
     OptimumResult,
+    PriorSolution,
     Target,
     workload_graph,
 )
@@ -167,6 +168,16 @@ class NNPITarget(Target):
         from hwmodels.nnpi.optimum import solve
 
         return solve(self, time_limit_s=time_limit_s, workers=workers, **kwargs)
+
+    def prior_solution(
+        self, time_limit_s: float = 60.0, workers: int = 2, **options
+    ) -> PriorSolution:
+        """This cost model solved as its own prior, hinted with the native map, with the
+        options of :meth:`hwmodels.nnpi.prior.NNPIPrior.solve` (extra costs, a trust
+        region, maps to exclude)."""
+        from hwmodels.nnpi.prior import own_prior
+
+        return own_prior(self).solve(self.native_mapping(), time_limit_s, workers, **options)
 
 
 class NNPI(HardwareModel):
