@@ -69,17 +69,19 @@ less the prefetched part of its weight read, and the node's memory time is the s
 levels, or the busiest level with ``--shared-bandwidth``. Without any effect flag the
 chip answers exactly as before.
 
-Chips that depart from the roofline (``docs/external.md``; ``benchmarks/chip_effects.py``
-measures them), each with the study chips' figures ``--shared-bandwidth --sram-kib 2048
---tmacs 50`` (the NNP-I datasheet: ``sram_mib=2, peak_tops=100``, the other figures the
-defaults) and:
+Chips that depart from the roofline, by name: ``--chip NAME`` puts the flags of
+``CHIPS[NAME]`` first (``docs/external.md``; ``benchmarks/chip_effects.py`` measures
+them). Each has the study chips' figures ``--shared-bandwidth --sram-kib 2048 --tmacs
+50`` (its datasheet as NNP-I figures: ``sram_mib=2, peak_tops=100``, the others the
+defaults) and effects no datasheet gives:
 
-* ``chip-banks``: ``--bandwidth-fraction SRAM=0.1 --bank-conflicts 0.5``;
-* ``chip-stream``: ``--bandwidth-fraction SRAM=0.2 --bank-conflicts 1 --weight-prefetch``;
-* ``chip-ops``: ``--op-efficiency conv=0.5,pointwise=0.5,vector=0.25 --weight-prefetch
+* ``banks``: ``--bandwidth-fraction SRAM=0.1 --bank-conflicts 0.4``: one layer reaches a
+  tenth of the SRAM's aggregate figure, and the tensors a node keeps there conflict;
+* ``stream``: ``--bandwidth-fraction SRAM=0.2 --bank-conflicts 1 --weight-prefetch``;
+* ``ops``: ``--op-efficiency conv=0.5,pointwise=0.5,vector=0.25 --weight-prefetch
   --bandwidth-fraction SRAM=0.1,DRAM=0.7 --bank-conflicts 1``;
-* ``chip-mislead`` (its datasheet misleads): ``--bandwidth-fraction SRAM=0.05
-  --bank-conflicts 1``.
+* ``mislead``: ``--bandwidth-fraction SRAM=0.05 --bank-conflicts 1``: SRAM below the
+  LLC for a layer with two tensors there, so the datasheet's fastest level misleads.
 
 Usage::
 
@@ -87,6 +89,7 @@ Usage::
     python examples/external_chip.py --shared-bandwidth --sram-kib 2048 < request.json
     python examples/external_chip.py --dram-access-us 2 --llc-contention 0.5 < request.json
     python examples/external_chip.py --noise-cv 0.05 --noise-state run/noise.txt < request.json
+    python examples/external_chip.py --chip mislead < request.json
     python examples/external_chip.py --op-efficiency pointwise=0.5,vector=0.25 < request.json
     python examples/external_chip.py --weight-prefetch --bank-conflicts 0.5 < request.json
     python examples/external_chip.py --bandwidth-fraction DRAM=0.7 --half-bandwidth-kib DRAM=8 < request.json
@@ -106,6 +109,23 @@ LEVELS = ("DRAM", "LLC", "SRAM")
 OP_CLASSES = ("vector", "attention", "depthwise", "small-channel", "pointwise", "conv", "linear")
 #: a convolution with fewer input channels than this is ``small-channel``
 SMALL_CHANNELS = 16
+#: the study chips' figures (SRAM 2 MiB, 50 tera-MACs/s, transfers that share bandwidth)
+STUDY_FIGURES = ("--shared-bandwidth", "--sram-kib", "2048", "--tmacs", "50")
+#: ``--chip NAME``: chips that depart from the roofline, the study chips' figures and
+#: effects no datasheet gives (module docstring); ``mislead``'s datasheet misleads
+CHIPS = {
+    "banks": (*STUDY_FIGURES, "--bandwidth-fraction", "SRAM=0.1", "--bank-conflicts", "0.4"),
+    "stream": (
+        *STUDY_FIGURES,
+        *("--bandwidth-fraction", "SRAM=0.2", "--bank-conflicts", "1", "--weight-prefetch"),
+    ),
+    "ops": (
+        *STUDY_FIGURES,
+        *("--op-efficiency", "conv=0.5,pointwise=0.5,vector=0.25", "--weight-prefetch"),
+        *("--bandwidth-fraction", "SRAM=0.1,DRAM=0.7", "--bank-conflicts", "1"),
+    ),
+    "mislead": (*STUDY_FIGURES, "--bandwidth-fraction", "SRAM=0.05", "--bank-conflicts", "1"),
+}
 
 
 def op_class(node: dict) -> str:
@@ -130,6 +150,12 @@ def op_class(node: dict) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--chip",
+        choices=sorted(CHIPS),
+        default=None,
+        help="a named chip's flags first (CHIPS); the flags given after them still apply",
+    )
     p.add_argument("--sram-kib", type=float, default=4096.0, help="SRAM capacity, KiB")
     p.add_argument("--llc-kib", type=float, default=24576.0, help="LLC capacity, KiB")
     p.add_argument("--dram-gbps", type=float, default=67.2, help="DRAM bandwidth, GB/s")
@@ -199,6 +225,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--no-check", action="store_true", help="answer the check request with an error")
     args = p.parse_args(argv)
+    if args.chip is not None:
+        args = p.parse_args([*CHIPS[args.chip], *argv])
     if args.noise_cv < 0:
         p.error(f"--noise-cv {args.noise_cv} is invalid: expected >= 0")
     if args.dram_access_us < 0:

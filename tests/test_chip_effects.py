@@ -265,6 +265,17 @@ def test_the_default_chip_is_still_the_serial_roofline(module):
         assert c.latency(mapping) == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_named_chip_is_its_flags_and_later_flags_still_apply(module):
+    for name, flags in module["CHIPS"].items():
+        assert vars(module["parse_args"](["--chip", name])) == {
+            **vars(module["parse_args"](list(flags))),
+            "chip": name,
+        }
+    assert module["parse_args"](["--chip", "ops", "--tmacs", "25"]).tmacs == 25.0
+    mislead = chip(module, "--chip", "mislead", "--sram-kib", "64")
+    assert mislead.bank_conflicts == 1.0 and mislead.bandwidth_fraction.tolist() == [1, 1, 0.05]
+
+
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
@@ -274,6 +285,7 @@ def test_the_default_chip_is_still_the_serial_roofline(module):
         (["--bandwidth-fraction", "DRAM=1.5"], "expected a share of the datasheet figure"),
         (["--half-bandwidth-kib", "DRAM=-1"], "'DRAM=-1': expected a size in KiB >= 0"),
         (["--bank-conflicts", "-1"], "--bank-conflicts -1.0 is invalid: expected >= 0"),
+        (["--chip", "fast"], "argument --chip: invalid choice: 'fast'"),
     ],
 )
 def test_bad_effects_are_named(module, argv, line, capsys):
