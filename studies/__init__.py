@@ -17,8 +17,8 @@ tells the two kinds apart. Every study reads run directories through
 
 #: the modules every study may import (none of them imports a study): the runner and its
 #: command line, the page's markdown and figures, the statistics, the cells of a study of
-#: agents and screens, the runs of a study of agents alone, and the curves of the
-#: multi-chip study
+#: agents and screens, the runs of a study of agents alone, the solved prior's map read
+#: once, and the curves of the multi-chip study
 SHARED = (
     "__main__",
     "runner",
@@ -26,5 +26,6 @@ SHARED = (
     "stats",
     "cells",
     "agent_runs",
+    "prior_map",
     "mcm_curves",
 )

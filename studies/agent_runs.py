@@ -29,8 +29,9 @@ from omegaconf import DictConfig
 
 from studies import cells
 from studies.cells import CellResult, best_at, test_text
+from studies.prior_map import PriorReading, read_prior
 from studies.render import markdown_table, plot_median_curves
-from studies.runner import RunSpec, StudyError
+from studies.runner import CommandSpec, RunSpec, StudyError
 from studies.stats import (
     compare,
     format_mean_std,
@@ -83,15 +84,17 @@ def spec(cfg: DictConfig, problem: str, agent: str, seed: int) -> RunSpec:
     return RunSpec(group(problem, agent), seed, overrides)
 
 
-def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
-    """One stage: every problem x agent (:func:`agents_of`) x seed."""
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
+    """One stage: the priors read (:func:`studies.cells.prior_steps`), then every problem x
+    agent (:func:`agents_of`) x seed."""
     check(cfg)
-    yield [
+    runs = [
         spec(cfg, problem, agent, seed)
         for problem in cfg.problems
         for agent in agents_of(cfg, problem)
         for seed in range(int(cfg.seeds))
     ]
+    yield [*cells.prior_steps(cfg, out), *runs]
 
 
 # ------------------------------------------------------------------ analysis
@@ -135,6 +138,7 @@ class AgentsResult:
         best: the toolkit's agent with the highest mean final.
         best_peer: the peer with the highest mean final (None: no peer ran).
         peer_final: the best peer's median final, the level of ``to_peer``.
+        prior: the solved prior's map read once (None: not read).
     """
 
     problem: str
@@ -147,6 +151,7 @@ class AgentsResult:
     best: str
     best_peer: str | None = None
     peer_final: float | None = None
+    prior: PriorReading | None = None
 
     def agent(self, name: str) -> AgentResult:
         return next(a for a in self.agents if a.agent == name)
@@ -223,6 +228,7 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> AgentsResult | N
         best.agent,
         peer.agent if peer is not None else None,
         peer_final if peer_final is not None and peer_final > 0 else None,
+        read_prior(out, problem),
     )
     add_tests(result)
     return result
@@ -236,25 +242,30 @@ def analyse(cfg: DictConfig, out: Path) -> list[AgentsResult]:
 
 # ------------------------------------------------------------------ report
 def table_markdown(result: AgentsResult) -> str:
-    """One row per agent, the toolkit's first."""
-    rows = [
-        (
-            a.agent,
-            "peer" if a.peer else ("toolkit (best)" if a.agent == result.best else "toolkit"),
-            len(a.cell.runs),
-            format_mean_std(a.early),
-            format_mean_std(a.cell.final),
-            format_mean_std(a.cell.final / result.reference, "{:.2%}"),
-            format_mean_std(room_taken(a.cell.final, result.reference), "{:.0%}", "no room"),
-            test_text(a.tests.get("early")),
-            test_text(a.tests.get("final")),
-            format_samples(a.cell.to_level),
-            test_text(a.tests.get("level")),
-            "" if a.to_peer is None else format_samples(a.to_peer),
-            median_range(a.cell.ms_per_sample, "{:.1f}"),
+    """One row per agent, the toolkit's first; where the prior was read, the room each
+    agent took over the prior's map beside the room it took over the compiler's."""
+    prior = result.prior
+    rows = []
+    for a in sorted(result.agents, key=lambda a: a.peer):
+        over_prior = room_taken(a.cell.final, result.reference, prior.speedup) if prior else None
+        rows.append(
+            (
+                a.agent,
+                "peer" if a.peer else ("toolkit (best)" if a.agent == result.best else "toolkit"),
+                len(a.cell.runs),
+                format_mean_std(a.early),
+                format_mean_std(a.cell.final),
+                format_mean_std(a.cell.final / result.reference, "{:.2%}"),
+                format_mean_std(room_taken(a.cell.final, result.reference), "{:.0%}", "no room"),
+                *([] if prior is None else [format_mean_std(over_prior, "{:.0%}", "no room")]),
+                test_text(a.tests.get("early")),
+                test_text(a.tests.get("final")),
+                format_samples(a.cell.to_level),
+                test_text(a.tests.get("level")),
+                "" if a.to_peer is None else format_samples(a.to_peer),
+                median_range(a.cell.ms_per_sample, "{:.1f}"),
+            )
         )
-        for a in sorted(result.agents, key=lambda a: a.peer)
-    ]
     head = (
         "agent",
         "kind",
@@ -263,6 +274,7 @@ def table_markdown(result: AgentsResult) -> str:
         f"final at {result.budget}",
         "share of reference",
         "room taken",
+        *([] if prior is None else ["room taken over the prior"]),
         f"against best at {result.early} (p, higher)",
         f"against best at {result.budget} (p, higher)",
         f"samples to {result.level:.0%}",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +36,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from egrl.rundir import RunDir
 from egrl.runs import Run
+from studies import prior_map
+from studies.prior_map import PriorReading, prior_line, read_prior
 from studies.render import markdown_table, plot_median_curves
 from studies.runner import (
+    CommandSpec,
     RunSpec,
     StudyError,
     hydra_quote,
@@ -81,6 +85,36 @@ def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:
         command = script_command(chip_of(cfg, problem))
         overrides += (f"hwmodel.params.command={hydra_quote(command)}",)
     return overrides
+
+
+def overrides_of(cfg: DictConfig, problem: str) -> tuple[str, ...]:
+    """The problem's egrl-train overrides (:func:`problem_overrides`) with its chip's prior
+    where it has one (:func:`studies.prior_map.figures_of`)."""
+    figures = prior_map.figures_of(cfg, problem)
+    extra = () if figures is None else (prior_map.prior_override(figures),)
+    return (*problem_overrides(cfg, problem), *extra)
+
+
+def prior_steps(cfg: DictConfig, out: Path) -> list[CommandSpec]:
+    """One step per problem whose prior is read (:func:`studies.prior_map.reads_prior`):
+    solve it, read its map once, write ``OUT/<problem>/prior.json``."""
+    limit = prior_map.time_limit_of(cfg)
+    return [
+        CommandSpec(
+            problem,
+            (
+                sys.executable,
+                "-m",
+                "studies.prior_map",
+                str(Path(out) / problem / prior_map.PRIOR_FILE),
+                str(limit),
+                *overrides_of(cfg, problem),
+            ),
+            f"{problem}/{prior_map.PRIOR_FILE}",
+        )
+        for problem in cfg.problems
+        if prior_map.reads_prior(cfg, problem)
+    ]
 
 
 def agents_of(cfg: DictConfig, problem: str) -> list[str]:
@@ -142,9 +176,10 @@ def spec(cfg: DictConfig, problem: str, agent: str, screen: str, seed: int, extr
     return RunSpec(group(problem, agent, screen), seed, overrides)
 
 
-def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
-    """Stage 1: every problem x agent x screen x seed, and the unscreened runs a pre-trained
-    screen learns from; stage 2: the pre-trained screens (``init_from`` those runs)."""
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
+    """Stage 1: the priors read (:func:`prior_steps`), every problem x agent x screen x
+    seed, and the unscreened runs a pre-trained screen learns from; stage 2: the
+    pre-trained screens (``init_from`` those runs)."""
     check(cfg)
     pretrain = cfg.get("pretrain") or {}
     later = set(pretrain.get("screens", []))
@@ -168,7 +203,7 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
                     second.append(
                         RunSpec(run.group, seed, run.overrides, f"{sources[-1]}/seed{seed}")
                     )
-    yield list(first.values())
+    yield [*prior_steps(cfg, out), *first.values()]
     if second:
         yield second
 
@@ -216,6 +251,7 @@ class ProblemResult:
     budget: int
     level: float
     cells: list[CellResult]
+    prior: PriorReading | None = None
 
 
 def median_spearman(run: Run) -> float:
@@ -250,11 +286,16 @@ def finished_runs(root: Path) -> list[Run]:
 
 
 def reference_of(cfg: DictConfig, out: Path, problem: str, runs: list[Run]) -> tuple[float, str]:
-    """The problem's reference: the proven optimum, else the best known value."""
+    """The problem's reference: the proven optimum, else the best known value (the
+    prior's map read once included, where it was read)."""
     optimum, proven = None, False
     if problem not in (cfg.get("no_optimum") or []):
         optimum, proven = solver_optimum(runs, out / problem, cfg.optimum_time_s)
-    return best_known(optimum, proven, [r.final_speedup for r in runs])
+    reference, source = best_known(optimum, proven, [r.final_speedup for r in runs])
+    prior = read_prior(out, problem)
+    if source != "proven" and prior is not None and prior.speedup > reference:
+        return prior.speedup, "prior"  # the prior's map, read on the chip, is a known map
+    return reference, source
 
 
 def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | None:
@@ -290,7 +331,8 @@ def problem_result(cfg: DictConfig, out: Path, problem: str) -> ProblemResult | 
             if c.to_match is not None:
                 c.tests["match"] = compare(c.to_match, b.to_match)
     budget = max(r.budget for r in runs)
-    return ProblemResult(problem, reference, source, budget, float(cfg.level), results)
+    prior = read_prior(out, problem)
+    return ProblemResult(problem, reference, source, budget, float(cfg.level), results, prior)
 
 
 def analyse(cfg: DictConfig, out: Path) -> list[ProblemResult]:
@@ -429,12 +471,15 @@ def problem_markdown(result: ProblemResult, figure: str) -> list[str]:
 
 
 def problem_block(result, table: str, figure: str) -> list[str]:
-    """A problem's heading (budget and reference), its table and its figure; ``result``
-    has ``problem``, ``budget``, ``reference`` and ``source`` (as :class:`ProblemResult`)."""
+    """A problem's heading (budget and reference), the prior's map beside the compiler's
+    where it was read, its table and its figure; ``result`` has ``problem``, ``budget``,
+    ``reference``, ``source`` and ``prior`` (as :class:`ProblemResult`)."""
     name = "optimum" if result.source == "proven" else f"best known ({result.source})"
+    prior = [] if getattr(result, "prior", None) is None else [prior_line(result), ""]
     return [
         f"### {result.problem} (budget {result.budget}, {name} {result.reference:.4f}x)",
         "",
+        *prior,
         table,
         "",
         f"![{result.problem}]({figure})",

@@ -27,11 +27,11 @@ from omegaconf import DictConfig
 
 from egrl.rundir import RunDir
 from egrl.runs import Run
-from studies import agent_runs
+from studies import agent_runs, cells
 from studies.agent_runs import AgentsResult
 from studies.cells import chip_of, test_text
 from studies.render import left_out, markdown_table, reproduce
-from studies.runner import Page, RunSpec, StudyError, hydra_quote, script_label
+from studies.runner import CommandSpec, Page, RunSpec, StudyError, hydra_quote, script_label
 from studies.stats import compare, format_mean_std, format_samples, median_range
 
 SECTION = "mbo"
@@ -67,9 +67,10 @@ def check(cfg: DictConfig) -> None:
                 raise StudyError(f"{cfg.study}: problem {problem!r} has no overrides")
 
 
-def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
-    """Stage 1: every problem x agent x seed but the pre-trained agents, and the runs they
-    learn from; stage 2: the pre-trained agents (``screen.init_from`` those runs)."""
+def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
+    """Stage 1: the priors read (:func:`studies.cells.prior_steps`), every problem x agent
+    x seed but the pre-trained agents, and the runs they learn from; stage 2: the
+    pre-trained agents (``screen.init_from`` those runs)."""
     check(cfg)
     later = cfg.get("pretrained") or {}
     first: dict[str, RunSpec] = {}
@@ -92,7 +93,7 @@ def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec]]:
                 second.append(
                     RunSpec(run.group, seed, (*run.overrides, init), f"{groups[-1]}/seed{seed}")
                 )
-    yield list(first.values())
+    yield [*cells.prior_steps(cfg, out), *first.values()]
     if second:
         yield second
 

@@ -131,16 +131,17 @@ def best_known(optimum: float | None, proven: bool, finals: Sequence[float]) -> 
     return (best, source) if best >= 1.0 else (1.0, "compiler")
 
 
-def room_taken(finals: Sequence[float], reference: float) -> np.ndarray:
-    """float64 ``[R]``: the share of the room between the native compiler (speedup 1) and
-    ``reference`` that each final best speedup took, ``(final - 1) / (reference - 1)``: 1 at
-    the reference, 0 at the compiler or below it (a run below the compiler took none of the
-    room; how far below is its final's to say, not a share of the room, which can be a few
-    percent wide). All NaN when the reference is not above the compiler (no room)."""
+def room_taken(finals: Sequence[float], reference: float, base: float = 1.0) -> np.ndarray:
+    """float64 ``[R]``: the share of the room between ``base`` (the native compiler's map,
+    speedup 1, or the solved prior's) and ``reference`` that each final best speedup took,
+    ``(final - base) / (reference - base)``: 1 at the reference, 0 at the base or below it
+    (a run below the base took none of the room; how far below is its final's to say, not a
+    share of the room, which can be a few percent wide). All NaN when the reference is not
+    above the base (no room)."""
     finals = np.asarray(finals, dtype=np.float64)
-    if not reference > 1.0:
+    if not reference > base:
         return np.full(finals.shape, np.nan)
-    return np.maximum(finals - 1.0, 0.0) / (reference - 1.0)
+    return np.maximum(finals - base, 0.0) / (reference - base)
 
 
 def median_range(values: Sequence[float], fmt: str = "{:.4f}", empty: str = "-") -> str:
