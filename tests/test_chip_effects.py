@@ -273,7 +273,7 @@ def test_a_named_chip_is_its_flags_and_later_flags_still_apply(module):
         }
     assert module["parse_args"](["--chip", "ops", "--tmacs", "25"]).tmacs == 25.0
     mislead = chip(module, "--chip", "mislead", "--sram-kib", "64")
-    assert mislead.bank_conflicts == 1.0 and mislead.bandwidth_fraction.tolist() == [1, 1, 0.05]
+    assert mislead.bank_conflicts == 1.0 and mislead.bandwidth_fraction.tolist() == [1, 1, 0.083]
 
 
 @pytest.mark.parametrize(
