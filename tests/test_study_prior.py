@@ -15,6 +15,8 @@ from studies.runner import CommandSpec, RunSpec
 from tests.study_runs import write_run
 
 CHIPS = ("chip-resnet50", "chip-dram-resnet50", "chip-llc-resnet50", "chip-resnet101")
+#: the chips that depart from the roofline (examples/external_chip.py --chip NAME)
+NAMED = tuple(f"chip-{n}-resnet50" for n in ("banks", "stream", "ops", "mislead"))
 #: the figures as the runs get them (one Hydra override)
 FIGURES = (
     "{name:nnpi,sram_mib:2,llc_mib:24,dram_gbps:67.2,llc_gbps:680,sram_gbps:6800,peak_tops:100}"
@@ -29,12 +31,14 @@ def test_the_plan_reads_every_prior_first_then_runs_agent_by_agent(tmp_path):
     commands = [s for s in stage if isinstance(s, CommandSpec)]
     runs = [s for s in stage if isinstance(s, RunSpec)]
     assert stage[: len(commands)] == commands  # the readings before every run
-    assert [c.done for c in commands] == [f"{p}/prior.json" for p in (*CHIPS, "chip-bert-base")]
+    problems = (*CHIPS, "chip-bert-base", *NAMED)
+    assert [c.done for c in commands] == [f"{p}/prior.json" for p in problems]
     argv = commands[1].argv
     assert argv[1:5] == ("-m", "studies.prior_map", str(tmp_path / CHIPS[1] / "prior.json"), "60.0")
     assert argv[5:7] == ("hwmodel=external", "workload=resnet50")
     assert "--dram-access-us 2" in argv[7] and argv[8] == f"++hwmodel.params.prior={FIGURES}"
-    assert len(runs) == 5 * 4 * 5 and int(cfg.budget) == 400
+    assert len(runs) == 9 * 4 * 5 and int(cfg.budget) == 400
+    assert "--chip mislead" in commands[-1].argv[7]
     # agent by agent: every EA run from the prior before any from the compiler's map
     order = list(dict.fromkeys(s.group.split("/")[1] for s in runs))
     assert order == ["ea-prior", "ea", "egrl-prior", "egrl"]
