@@ -13,9 +13,10 @@ the later half scores it (the best of several noisy means overstates its map aga
 scoring rounds, with a 95% interval of that ratio of two noisy means
 (:func:`speedup_interval`).
 
-The readings are paid: the run reserves them from its budget when it starts
-(:func:`reserve`), so a run never overshoots it, and spends them at its end
-(:func:`confirm_best`, on the run's ledger).
+The readings are paid: the run holds them back from its budget when it starts
+(:func:`reserve`, :meth:`egrl.budget.Budget.hold`), so a run never overshoots it, and
+spends them at its end (:func:`confirm_best`, on the run's ledger, which reads them
+through its runtime and records them as confirmation readings).
 """
 
 from __future__ import annotations
@@ -171,21 +172,18 @@ def reserve(env: Env, cfg: ConfirmConfig, budget: int) -> int:
     return reserved
 
 
-def confirm_best(ledger: Ledger, top: int, reserved: int) -> Confirmation | None:
-    """Read the ``top`` best maps of a run's archive again (:func:`confirm`) from the
-    ``reserved`` board runs its ledger kept back; None (and a warning) when no map earned
+def confirm_best(ledger: Ledger, top: int) -> Confirmation | None:
+    """Read the ``top`` best maps of a run's record again (:func:`confirm`) from the board
+    runs its budget reserved (:meth:`egrl.budget.Budget.release`); None (and a warning) when no map earned
     a speedup. Fewer candidates than ``top`` get more rounds each. Each map is chosen by
     its latest answer (the mean of its readings so far), not its luckiest reading."""
-    archive = ledger.archive
-    rows = archive.in_order()  # oldest first, so a map's last row is its latest answer
-    maps = archive.actions[rows].astype(np.int64)
-    speedups = np.sqrt(np.maximum(archive.rewards[rows].astype(np.float64), 0.0))
-    last = latest(maps)
-    chosen = last[top_maps(maps[last], speedups[last], top)]
+    maps, rewards = ledger.record.latest()
+    speedups = np.sqrt(np.maximum(rewards, 0.0))
+    chosen = top_maps(maps, speedups, top)
     if not len(chosen):
         log.warning("confirm: no map earned a speedup; nothing to read again")
         return None
-    ledger.budget += reserved
+    reserved = ledger.budget.release()
     readings = ledger.env.readings_per_map
     rounds = reserved // ((len(chosen) + 1) * readings)
     found = confirm(
@@ -212,13 +210,13 @@ def confirm_best(ledger: Ledger, top: int, reserved: int) -> Confirmation | None
     return found
 
 
-def resumed(state: dict, ledger: Ledger, budget: int, reserved: int) -> Confirmation | None:
-    """The confirmation a checkpoint holds, for a run resumed with ``budget``: done (the
-    ledger's budget closed) unless the budget has room for more search and another
-    confirmation of ``reserved`` board runs (then None: the run searches on)."""
-    if budget - ledger.iterations - reserved >= ledger.env.readings_per_map:
+def resumed(state: dict, ledger: Ledger) -> Confirmation | None:
+    """The confirmation a checkpoint holds, for a resumed run: done (the ledger's budget
+    closed) unless its budget has room for more search beside another confirmation's
+    reserve (then None: the run searches on)."""
+    if ledger.budget.left >= ledger.env.readings_per_map:
         return None
-    ledger.budget = ledger.iterations
+    ledger.budget.close()
     return Confirmation.from_state(state)
 
 

@@ -22,11 +22,15 @@ so the record has each map once.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from egrl.env import Env, Evaluation
 from egrl.rundir import EVALUATION_COLUMNS, RunDir
+
+if TYPE_CHECKING:
+    from egrl.record import Reading
 
 
 class EvaluationLog:
@@ -98,6 +102,13 @@ class EvaluationLog:
             for b in range(len(ev))
         ]
         self.files.append_evaluations(self.columns, rows)
+
+    def read(self, reading: Reading) -> None:
+        """Record one reading of the run's record (:class:`egrl.record.Reading`)."""
+        before = (reading.runs_before, reading.answered_before)
+        self.add(
+            reading.source, reading.evaluation, reading.paid, before, reading.round, reading.wall_s
+        )
 
     def _values(self, ev: Evaluation) -> dict[str, np.ndarray]:
         """The target's values of the maps it ran, float64 ``[B]`` each."""

@@ -300,3 +300,21 @@ class MeasureCache:
             if self.reread:
                 counts = [1, 0] if reads is None else [int(x) for x in reads[i]]
                 self._reads[keys[i].tobytes()] = counts
+
+
+def for_env(env, capacity: int, reread: int = 0) -> MeasureCache:
+    """A cache of ``capacity`` maps for ``env`` (an :class:`egrl.env.Env`) that knows the
+    compiler's map: binding the target measured it, so a run that proposes it is answered
+    without paying again (a target that repairs from the policy's probabilities keys maps
+    with them, and the compiler's map has none). On a noisy target (``env.deterministic``
+    false) a map proposed again is answered from the mean of its readings and read again
+    as ``reread`` says (ignored on a deterministic target); a run reads its best maps again
+    at its end (:mod:`egrl.confirm`)."""
+    cache = MeasureCache(capacity, env.max_choices, reread=0 if env.deterministic else reread)
+    base = getattr(env, "baseline_measurement", None)
+    if base is not None and not env.wants_probabilities:
+        (key,) = cache.keys(env.baseline_mapping[None])
+        cache.remember(
+            key, base.rectified[0], base.valid[0], base.reassigned_ratio[0], base.latency_s[0]
+        )
+    return cache

@@ -9,7 +9,7 @@ sees maps it ranks low. Before ``screen.warmup`` paid measurements (and while fe
 :data:`MIN_FIT` are known) there is no model: the agent's first proposals are kept, as
 without screening.
 
-The agent reports every paid measurement (:meth:`Screen.observe`); the model is refitted
+The run's record tells it of every paid measurement (:meth:`Screen.read`); the model is refitted
 once per generation on all of them (:meth:`Screen.refit`, capped at ``screen.max_train``
 maps drawn at random), with a seed derived from the run's seed and the number of
 measurements, so that a fit depends on the data alone. The screen's state is its data and
@@ -38,6 +38,7 @@ from egrl.validation import ConfigError
 
 if TYPE_CHECKING:
     from egrl.config import ScreenConfig
+    from egrl.record import Reading
     from egrl.screening.critic import LearnerCritic
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,18 @@ class Screen:
             self._batch.append((maps, rewards))
         self._chunks.append((maps, rewards))
         self._paid.update(zip((m.tobytes() for m in maps), rewards.tolist()))
+
+    def read(self, reading: Reading) -> None:
+        """Learn from one reading of the run's record (:class:`egrl.record.Reading`): its
+        measured paid maps (a failed map is paid, but its reward is the penalty for a map
+        the chip did not run), and a free map not seen yet (the compiler's, measured when
+        the target was bound)."""
+        measured, rewards = reading.measured, reading.evaluation.reward
+        if measured.any():
+            self.observe(reading.maps[measured], rewards[measured])
+        if not reading.paid.all():
+            free = ~reading.paid
+            self.observe_unseen(reading.maps[free], rewards[free])
 
     def training_data(self) -> tuple[np.ndarray, np.ndarray]:
         """Every observed map int16 ``[M, N, H]`` and its reward float64 ``[M]``."""

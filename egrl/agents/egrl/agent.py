@@ -73,6 +73,7 @@ from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
 from egrl.ledger import SCREEN_PHASE, make_buffer
+from egrl.record import Reading
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from egrl.screening.critic import LearnerCritic
@@ -189,6 +190,7 @@ class EGRLAgent(SearchAgent):
         #: the learners' replay buffer: every answered map (and, with
         #: ``learner.store_repaired``, the compiler's repairs), Algorithm 2's shared buffer
         self.buffer = make_buffer(env, cfg.agent.learner.buffer_size)
+        self.ledger.record.subscribe(self._store)  # every answer of the search, as it comes
         self.device = torch.device(cfg.device)
         self.graph = env.graph.to(self.device)
         in_dim = int(env.graph.x.shape[1])
@@ -340,8 +342,8 @@ class EGRLAgent(SearchAgent):
         # the learners' rollouts: noisy ones as the portfolio allocates, the lead's clean ones
         if self.portfolio is not None:
             self._submit_rollouts(sent)
-        # the answers, each stored in the shared replay buffer (:meth:`_store`); with
-        # overlap the learners update while they come in
+        # the answers, each stored in the shared replay buffer as it is recorded
+        # (:meth:`_store`); with overlap the learners update while they come in
         overlap = self.portfolio is not None and self.overlap
         answers, updates = self._answers(sent, steps_before if overlap else None)
         row: dict = {}
@@ -404,20 +406,21 @@ class EGRLAgent(SearchAgent):
                 arrived = self.ledger.collect(block=False)
             else:
                 arrived = self.ledger.collect(block=True, ordered=overlap_from is None)
-            for ticket, ev in arrived:
-                self._store(ticket, ev)  # the shared replay buffer: every answered map
+            for ticket, ev in arrived:  # already in the replay buffer (:meth:`_store`)
                 answers[ticket.id] = ev
         return answers, done
 
-    def _store(self, ticket, ev: Evaluation) -> None:
-        """Every answered map goes to the replay buffer; with ``learner.store_repaired`` the
+    def _store(self, reading: Reading) -> None:
+        """Every answered map of the search goes to the replay buffer (the ledger's record
+        tells it of each, :mod:`egrl.record`); with ``learner.store_repaired`` the
         compiler's repair of every invalid map too.
 
         The penalised proposal stays in the buffer; the repaired map ``ev.rectified`` is
         added beside it with reward ``(L_c / L)^2`` of its own latency and source
         ``"repaired"``. It is not a proposal: it costs no iteration and adds no update.
         """
-        self.buffer.add(ticket.maps, ev.reward, ticket.source)
+        ev = reading.evaluation
+        self.buffer.add(reading.maps, ev.reward, reading.source)
         invalid = np.flatnonzero(~ev.valid)
         if self.cfg.agent.learner.store_repaired and self.portfolio is not None and len(invalid):
             rectified = np.asarray(ev.rectified)[invalid]

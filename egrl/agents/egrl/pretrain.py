@@ -187,7 +187,7 @@ class MultiWorkloadPretrainer(EGRLAgent):
 
     Every workload has its own ledger (its target, measure cache, archive and best map),
     graph and replay buffer; the ledgers spend one budget (they share a
-    :class:`~egrl.ledger.Tally`). The first environment is the *home* workload: its
+    :class:`~egrl.budget.Budget`). The first environment is the *home* workload: its
     ledger, graph and buffer are the agent's between generations; while the learner acts
     on another workload, :meth:`on_workload` makes that workload's the agent's.
 
@@ -226,11 +226,12 @@ class MultiWorkloadPretrainer(EGRLAgent):
                 self.timer,
                 self.ledger.evaluation_log,
                 self.ledger.stamp,
-                tally=self.ledger.tally,
             )
             for name, env in self.envs.items()
             if name != self.home
         }
+        for ledger in self.ledgers.values():  # each workload's answers: its own buffer
+            ledger.record.subscribe(self._store)
         self.ledgers[self.home] = self.ledger
         self.graphs = {name: env.graph.to(self.device) for name, env in self.envs.items()}
         self.graphs[self.home] = self.graph

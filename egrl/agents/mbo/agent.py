@@ -206,7 +206,7 @@ class ModelBasedAgent(SearchAgent):
 
     # ------------------------------------------------------------------ round
     def step(self) -> dict:
-        screen = self.ledger.screen
+        screen = self.screen
         shares = self.bandit.shares()
         maps = owners = None
         if screen.active:
@@ -267,7 +267,7 @@ class ModelBasedAgent(SearchAgent):
     def _best_paid(self, count: int) -> np.ndarray:
         """int64 ``[<= count, N, H]``: the distinct paid maps with the best readings."""
         shape = (0, self.env.num_units, self.env.num_heads)
-        maps, rewards = self.ledger.screen.training_data()
+        maps, rewards = self.screen.training_data()
         if count <= 0 or not len(rewards):
             return np.zeros(shape, dtype=np.int64)
         order = np.argsort(-rewards, kind="stable")
@@ -296,7 +296,7 @@ class ModelBasedAgent(SearchAgent):
         if not drop:
             maps = repaired
         with self.timer(SCREEN_PHASE):
-            values = self.ledger.screen.value(maps)
+            values = self.screen.value(maps)
             if drop:
                 values = np.where(valid, values, -np.inf)
             if anchors is not None:
@@ -312,7 +312,7 @@ class ModelBasedAgent(SearchAgent):
         ``values`` ``[V]``, ``owners`` ``[V]``): distinct maps neither paid nor known to the
         measure cache, the best by value, and a share ``screen.explore`` at random from the
         rest (rounded at random); each with the searcher that visited it first."""
-        screen = self.ledger.screen
+        screen = self.screen
         keys = [m.tobytes() for m in maps.astype(np.int16)]
         first: dict[bytes, int] = {}
         for i, key in enumerate(keys):
