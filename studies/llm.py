@@ -32,6 +32,7 @@ from egrl.runs import Run
 from hwmodels.nnpi.params import NNPIParams
 from studies import agent_runs
 from studies.agent_runs import AgentsResult
+from studies.prior_map import PRIOR_HEAD, any_prior, prior_cells
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import ROOT, CommandSpec, Page, RunSpec, StudyError, script_label
 from studies.stats import format_mean_std, room_taken
@@ -166,7 +167,9 @@ def best_text(result: AgentsResult) -> str:
 
 
 def room_markdown(results: Sequence[AgentsResult], facts: dict[str, Facts]) -> str:
-    """Per problem: bytes, the compiler, the reference and its room, each agent's share."""
+    """Per problem: bytes, the compiler, the reference and its room (over the prior's map
+    too, where it was read), each agent's share."""
+    priors = any_prior(results)
     rows = []
     for r in results:
         f = facts[r.problem]
@@ -183,6 +186,7 @@ def room_markdown(results: Sequence[AgentsResult], facts: dict[str, Facts]) -> s
                 f.solver,
                 f"{r.reference:.4f}x ({r.source})",
                 room_text(r.reference),
+                *(prior_cells(r) if priors else []),
                 best_text(r),
                 "; ".join(f"{a.agent} {t}" for a, t in zip(r.agents, taken)),
             )
@@ -195,6 +199,7 @@ def room_markdown(results: Sequence[AgentsResult], facts: dict[str, Facts]) -> s
         "solver",
         "reference",
         "room over the compiler",
+        *(PRIOR_HEAD if priors else ()),
         f"best agent at {results[0].budget}",
         "room taken",
     )

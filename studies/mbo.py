@@ -30,6 +30,7 @@ from egrl.runs import Run
 from studies import agent_runs, cells
 from studies.agent_runs import AgentsResult
 from studies.cells import chip_of, test_text
+from studies.prior_map import PRIOR_HEAD, any_prior, prior_cells
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import CommandSpec, Page, RunSpec, StudyError, hydra_quote, script_label
 from studies.stats import compare, format_mean_std, format_samples, median_range
@@ -146,14 +147,20 @@ def samples_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
 
 
 def finals_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
-    """Per problem: the best plain agent's final, mbo's and its ablations', with p."""
+    """Per problem: the prior's map where it was read, the best plain agent's final, mbo's
+    and its ablations', with p."""
     mbos = [a for a in cfg.agents if a not in cfg.plain]
+    priors = any_prior(results)
     rows = []
     for r in results:
         best = best_plain(cfg, r)
         if best is None:
             continue
-        row = [r.problem, f"{best.agent} {format_mean_std(best.cell.final)}"]
+        row = [
+            r.problem,
+            *(prior_cells(r) if priors else []),
+            f"{best.agent} {format_mean_std(best.cell.final)}",
+        ]
         for name in mbos:
             a = found(r, name)
             row.append(
@@ -163,7 +170,12 @@ def finals_markdown(cfg: DictConfig, results: Sequence[AgentsResult]) -> str:
                 f"({test_text(agent_runs.higher(a.cell.final, best.cell.final))})"
             )
         rows.append(row)
-    head = ("problem", f"best plain at {results[0].budget}", *mbos)
+    head = (
+        "problem",
+        *(PRIOR_HEAD if priors else ()),
+        f"best plain at {results[0].budget}",
+        *mbos,
+    )
     return markdown_table(head, rows)
 
 

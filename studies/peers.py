@@ -38,6 +38,7 @@ from studies.agent_runs import (
     problem_markdown,
 )
 from studies.cells import test_text
+from studies.prior_map import PRIOR_HEAD, any_prior, prior_cells
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import Page, RunSpec, script_label
 from studies.stats import format_mean_std, format_samples
@@ -156,7 +157,9 @@ def margin(a: AgentResult, b: AgentResult) -> str:
 
 
 def summary_markdown(results: Sequence[AgentsResult]) -> str:
-    """One row per problem: the toolkit's best agent against the best peer."""
+    """One row per problem: the prior's map where it was read, the toolkit's best agent
+    against the best peer."""
+    priors = any_prior(results)
     rows = []
     for r in results:
         best = r.agent(r.best)
@@ -164,6 +167,7 @@ def summary_markdown(results: Sequence[AgentsResult]) -> str:
         rows.append(
             (
                 r.problem,
+                *(prior_cells(r) if priors else []),
                 f"{best.agent} {format_mean_std(best.cell.final)}",
                 "-" if peer is None else f"{peer.agent} {format_mean_std(peer.cell.final)}",
                 "" if peer is None else f"{margin(peer, best)} ({test_text(peer.tests['final'])})",
@@ -175,6 +179,7 @@ def summary_markdown(results: Sequence[AgentsResult]) -> str:
         )
     head = (
         "problem",
+        *(PRIOR_HEAD if priors else ()),
         f"toolkit's best, final at {results[0].budget}",
         f"best peer, final at {results[0].budget}",
         "peer against toolkit (p, peer higher)",

@@ -187,6 +187,24 @@ def room_over(reference: float, base: float) -> str:
     return f"{100 * max(reference / base - 1.0, 0.0):.2f}%"
 
 
+#: the columns a table of problems gives where a prior was read (:func:`prior_cells`)
+PRIOR_HEAD = ("prior's map, one board run", "room over the prior")
+
+
+def any_prior(results: Sequence) -> bool:
+    """Some result (with ``prior``) has its prior read: its table gives :data:`PRIOR_HEAD`."""
+    return any(getattr(r, "prior", None) is not None for r in results)
+
+
+def prior_cells(result) -> list[str]:
+    """The :data:`PRIOR_HEAD` cells of ``result`` (with ``reference`` and ``prior``): the
+    prior's map, read once, and the room the reference leaves over it; ``-`` unread."""
+    p = getattr(result, "prior", None)
+    if p is None:
+        return ["-", "-"]
+    return [f"{p.speedup:.4f}", room_over(result.reference, p.speedup)]
+
+
 def prior_line(result) -> str:
     """The sentence under a problem's heading: the compiler's map and the prior's, each
     read once, and the room the reference leaves over each; ``result`` has ``reference``

@@ -13,6 +13,9 @@ def test_the_plan_builds_the_sweeps_decode_steps_before_every_run(tmp_path):
     cfg = runner.load_plan("llm", [f"out={tmp_path}"])
     (stage,) = list(llm.plan(cfg, tmp_path))
     commands = [s for s in stage if isinstance(s, CommandSpec)]
+    readings = [c.path for c in commands if c.done.endswith("/prior.json")]
+    assert readings == [p for p in cfg.problems if p.startswith("chip-")]  # the priors
+    commands = [c for c in commands if c.path == "workloads"]
     assert [c.done for c in commands] == [
         "workloads/llama3.2-1b-decode-512.json.gz",
         "workloads/llama3.2-1b-decode-32768.json.gz",

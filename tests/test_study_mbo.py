@@ -8,6 +8,7 @@ import pytest
 
 from egrl.rundir import RunDir
 from studies import mbo, render, runner
+from studies.runner import CommandSpec
 
 PLAIN = ("ea", "sa", "ga", "egrl", "ea-search", "mbo")
 ABLATIONS = ("mbo-nocheck", "mbo-ea", "mbo-ga", "mbo-sa", "mbo-all")
@@ -16,6 +17,9 @@ ABLATIONS = ("mbo-nocheck", "mbo-ea", "mbo-ga", "mbo-sa", "mbo-all")
 def test_the_plan_runs_every_agent_and_the_pretrained_one_after_its_sources(tmp_path):
     cfg = runner.load_plan("mbo", [f"out={tmp_path}"])
     first, second = list(mbo.plan(cfg, tmp_path))
+    readings = [s.path for s in first if isinstance(s, CommandSpec)]
+    assert readings == [p for p in cfg.problems if p.startswith("chip-")]  # the priors first
+    first = first[len(readings) :]
     problems = list(cfg.problems)
     assert len(problems) == 9 and int(cfg.budget) == 400 and int(cfg.seeds) == 5
     groups = {s.group for s in first}

@@ -8,6 +8,7 @@ import pytest
 
 from egrl.rundir import RunDir
 from studies import model_search, render, runner
+from studies.runner import CommandSpec, RunSpec
 from tests.study_runs import write_optimum, write_run
 
 PROBLEM = "chip-resnet101"
@@ -18,6 +19,7 @@ def test_the_plan_runs_the_pretraining_first_and_searches_from_it(tmp_path):
         "model-search", [f"out={tmp_path}", f"problems=[{PROBLEM}]", "agents=[ea,sa]", "seeds=2"]
     )
     first, second = list(model_search.plan(cfg, tmp_path))
+    first = [s for s in first if isinstance(s, RunSpec)]
     groups = {s.group for s in first}
     for agent in ("ea", "sa"):
         for screen in ("none", "forest", "forest-search"):
@@ -86,7 +88,8 @@ def test_a_problem_may_run_a_variant_of_the_chip(tmp_path):
         "model-search",
         [f"out={tmp_path}", "problems=[chip-dram-resnet50]", "agents=[ea]", "seeds=1"],
     )
-    (stage,) = list(model_search.plan(cfg, tmp_path))
+    reading, *stage = next(model_search.plan(cfg, tmp_path))
+    assert isinstance(reading, CommandSpec) and "--dram-access-us" in " ".join(reading.argv)
     command = next(o for o in stage[0].overrides if o.startswith("hwmodel.params.command="))
     assert "--dram-access-us 2 --sram-kib 2048 --tmacs 50" in command
     assert "--shared-bandwidth" not in command

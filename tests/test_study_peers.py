@@ -8,6 +8,7 @@ import pytest
 
 from egrl.rundir import RunDir
 from studies import peers, render, runner
+from studies.runner import CommandSpec, RunSpec
 from tests.study_runs import write_optimum, write_run
 
 TOOLKIT = ("ea", "sa", "ga", "egrl", "ea-search", "mbo")
@@ -17,6 +18,9 @@ PEERS = ("optuna-tpe", "optuna-gp", "optuna-cmaes", "smac", "nevergrad", "random
 def test_the_plan_runs_every_agent_on_every_problem(tmp_path):
     cfg = runner.load_plan("peers", [f"out={tmp_path}"])
     (stage,) = list(peers.plan(cfg, tmp_path))
+    readings = [s for s in stage if isinstance(s, CommandSpec)]
+    assert [c.path for c in readings] == ["chip-resnet50", "chip-resnet101"]  # the priors first
+    stage = stage[len(readings) :]
     problems = list(cfg.problems)
     assert "nnpi-resnet101" in problems and "chip-resnet101" in problems
     assert sum(p.startswith("mcm-") for p in problems) == 3
@@ -30,6 +34,7 @@ def test_the_plan_runs_every_agent_on_every_problem(tmp_path):
     assert len(stage) == (len(problems) * agents - (len(problems) - 2)) * 5 == 340
     every = runner.load_plan("peers", [f"out={tmp_path}", "agent_problems.optuna-gp=null"])
     (stage,) = list(peers.plan(every, tmp_path))
+    stage = [s for s in stage if isinstance(s, RunSpec)]
     assert len(stage) == len(problems) * agents * 5
     runs = {s.path: s for s in stage}
     assert runs["chip-resnet50/ea-search/seed4"].overrides[-4:] == (
@@ -59,6 +64,7 @@ def test_a_costly_problem_runs_only_its_agents(tmp_path):
     only = "problem_only={mcm-efficientnet-b0: {agents: [ea, sa, optuna-tpe, random]}}"
     cfg = runner.load_plan("peers", [f"out={tmp_path}", "seeds=1", only])
     (stage,) = list(peers.plan(cfg, tmp_path))
+    stage = [s for s in stage if isinstance(s, RunSpec)]
     groups = {s.group for s in stage if s.group.startswith("mcm-efficientnet-b0/")}
     assert groups == {f"mcm-efficientnet-b0/{a}" for a in ("ea", "sa", "optuna-tpe", "random")}
     assert sum(s.group.startswith("nnpi-resnet101/") for s in stage) == 11  # no GP

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from egrl import make_env
-from studies import agent_runs, cells, prior, prior_map, runner
+from studies import agent_runs, cells, llm, peers, prior, prior_map, runner
 from studies.runner import CommandSpec, RunSpec
 from tests.study_runs import write_run
 
@@ -246,3 +246,15 @@ def test_the_other_studies_tables_give_the_prior_where_it_was_read(study):
     assert "room taken over the prior" in with_prior
     without = "\n".join(agent_runs.problem_markdown(res50, "f.png"))
     assert "prior" not in without
+    # the tables of problems: the prior's map and the room over it beside the finals
+    summary = peers.summary_markdown([res50, res101])
+    assert (
+        "| problem | prior's map, one board run | room over the prior | toolkit's best" in summary
+    )
+    assert "| chip-resnet50 | - | - | ea 1.2250 ± 0.0354 |" in summary
+    assert "| chip-resnet101 | 1.1600 | 0.86% | ea-prior 1.1650 ± 0.0050 |" in summary
+    assert "prior" not in peers.summary_markdown([res50])
+    facts = {r.problem: llm.Facts(10, 2**20, 0, 0, 0, 1.0, "no solver") for r in (res50, res101)}
+    room = llm.room_markdown([res50, res101], facts)
+    assert "| room over the compiler | prior's map, one board run | room over the prior |" in room
+    assert "| 17.00% | 1.1600 | 0.86% | ea-prior 1.1650 ± 0.0050 |" in room

@@ -10,6 +10,7 @@ import pytest
 
 from egrl.rundir import RunDir
 from studies import render, runner, screening
+from studies.runner import CommandSpec
 from tests.study_runs import write_optimum, write_run
 
 PROBLEM = "nnpi-resnet101"
@@ -83,6 +84,9 @@ def test_plan_runs_the_earlier_runs_first_and_the_pretrained_screen_after(tmp_pa
         ],
     )
     first, second = screening.plan(cfg, tmp_path)
+    readings = [s.done for s in first if isinstance(s, CommandSpec)]
+    assert readings == ["chip-resnet101/prior.json"]  # the prior of the plan's chip problem
+    first = first[len(readings) :]
     groups = sorted({s.group for s in first})
     assert groups == [
         "chip-resnet101/ea/forest",
