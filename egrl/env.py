@@ -344,7 +344,7 @@ class Env:
         compiler's map; the map is in the target's own choices, ``[N, H]``.
 
         Solved once per ``time_limit_s`` and cached on the env; ``options`` (extra costs,
-        a trust region, maps to exclude: :func:`hwmodels.nnpi.prior.solve_prior`) are
+        a trust region, maps to exclude: :meth:`hwmodels.nnpi.prior.NNPIPrior.solve`) are
         solved every time, never cached.
 
         Raises:

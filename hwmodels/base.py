@@ -341,7 +341,7 @@ class Target(ABC):
         objective per unit and choice), ``trust_maps`` int ``[M, N, H]`` with
         ``trust_radius`` (at most that many units differ from one of them) and
         ``exclude`` int ``[K, N, H]`` (maps not to return); see
-        :func:`hwmodels.nnpi.prior.solve_prior`.
+        :meth:`hwmodels.nnpi.prior.NNPIPrior.solve`.
 
         Raises:
             NotImplementedError: the target has no prior, or takes no ``options``.
