@@ -12,8 +12,9 @@ import subprocess
 import numpy as np
 import pytest
 
+import workloads
 from tests.support.chips import CHIP
-from tests.support.paths import PY
+from tests.support.paths import PY, ROOT
 
 HEADS = {"weight": ["DRAM", "LLC", "SRAM"], "activation": ["DRAM", "LLC", "SRAM"]}
 DRAM, LLC, SRAM = 67.2e9, 680e9, 6800e9
@@ -274,6 +275,34 @@ def test_a_named_chip_is_its_flags_and_later_flags_still_apply(module):
     assert module["parse_args"](["--chip", "ops", "--tmacs", "25"]).tmacs == 25.0
     mislead = chip(module, "--chip", "mislead", "--sram-kib", "64")
     assert mislead.bank_conflicts == 1.0 and mislead.bandwidth_fraction.tolist() == [1, 1, 0.083]
+
+
+def test_mislead_punishes_the_level_the_datasheet_calls_fastest(module):
+    """On ResNet-50 the compiler's map keeps every activation in SRAM: on the study chip
+    that beats the same map with them in the LLC, on ``mislead`` it loses to it."""
+    resnet = workloads.load("resnet50").to_dict()
+    for name, sram_wins in ((None, True), ("mislead", False)):
+        argv = ["--chip", name] if name else ["--shared-bandwidth", "--sram-kib", "2048"]
+        c = chip(module, *argv, "--tmacs", "50", workload=resnet)
+        compiler = np.array(c.baseline()["mapping"])
+        in_llc = compiler.copy()
+        in_llc[:, 1] = 1
+        assert c.check(in_llc[None])["valid"] == [True]
+        assert (c.latency(compiler) < c.latency(in_llc)) is sram_wins
+
+
+def test_the_benchmark_gives_each_named_chip_the_study_datasheet():
+    bench = runpy.run_path(str(ROOT / "benchmarks" / "chip_effects.py"))
+    study = {"sram_mib": 2.0, "llc_mib": 24.0, "dram_gbps": 67.2, "llc_gbps": 680.0}
+    for name in ["study", *bench["NAMED"]]:
+        assert bench["datasheet"](bench["flags_of"](name)) == {
+            **study,
+            "sram_gbps": 6800.0,
+            "peak_tops": 100.0,
+        }
+    row = {"chip": "c", "compiler_us": 10.0, "datasheet_speedup": 1.2, "datasheet_valid": True}
+    text = bench["table"]([{**row, "solve_s": 1.0, "proven": True, "ea": [1.5, 1.0]}], 400)
+    assert text.splitlines()[-1] == "| c | 10.0 | 1.2000 | 1.0 | 1.5000, 1.0000 | 80.0% |"
 
 
 @pytest.mark.parametrize(
