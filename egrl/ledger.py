@@ -28,7 +28,7 @@ from egrl.record import CONFIRM, SEARCH, Best, RunRecord, archive_state, make_bu
 from egrl.runtime import LocalRuntime, Runtime
 from egrl.runtime.dispatch import Answered, Dispatcher, Ticket
 from egrl.timing import CHECK_PHASE, PHASES, SCREEN_PHASE, Timer
-from hwmodels.base import Check
+from hwmodels.base import Check, CheckRefused
 
 if TYPE_CHECKING:
     from egrl.screening.screen import Screen
@@ -108,7 +108,7 @@ class Ledger:
         #: board runs one paid map costs (the budget and ``iterations`` count board runs)
         self.readings_per_map = env.readings_per_map
         self.dispatcher: Dispatcher | None = None
-        self.use_runtime(LocalRuntime(env.measure))
+        self.use_runtime(LocalRuntime.of(env))
         #: maps the target's compiler was asked about alone (:meth:`check`), never paid
         self.checks = 0
         #: why :meth:`check` answers None (the target cannot be asked), once known
@@ -227,8 +227,8 @@ class Ledger:
         self.timer.totals.setdefault(CHECK_PHASE, 0.0)
         try:
             with self.timer(CHECK_PHASE):
-                found = self.env.target.check(batch)
-        except NotImplementedError as exc:  # a chip that refuses check requests
+                found = self.runtime.check(batch)
+        except CheckRefused as exc:  # a chip that refuses check requests
             self._unchecked(str(exc))
             return None
         self.checks += len(batch)

@@ -159,6 +159,10 @@ class RunRecord:
         #: maps answered of each kind, in this process
         self.counts: Counter[str] = Counter()
         self._readers: list[tuple[Reader, frozenset[str]]] = []
+        base = getattr(env, "baseline_measurement", None)
+        if base is not None:  # the first reading: the compiler's map, read at binding
+            ev = env.score(base.rectified, base.valid, base.reassigned_ratio, base.latency_s)
+            self.add(COMPILER, COMPILER, env.baseline_mapping[None], ev, np.zeros(1, bool))
 
     def subscribe(self, reader: Reader, kinds: Iterable[str] = (SEARCH,)) -> None:
         """Tell ``reader`` of every later reading of ``kinds``, in order, after the views."""

@@ -7,15 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from egrl.budget import Budget
 from egrl.env import Env, Evaluation
 from egrl.evaluations import EvaluationLog
 from egrl.ledger import Ledger, Timer, measure_cache
-from egrl.runtime import LocalRuntime
-from hwmodels.base import Measurement
+from egrl.record import COMPILER, CONFIRM, KINDS, SEARCH
+from egrl.runtime import LocalRuntime, RuntimeConfig
+from hwmodels.base import CheckRefused, ChipCallError, Measurement
 from tests.support.envs import small_env
 
 
-def make_ledger(env: Env, budget: int, cache_size: int = 1000, record_size: int = 1000):
+def make_ledger(env: Env, budget: int | Budget, cache_size: int = 1000, record_size: int = 1000):
     """A ledger as a run makes one (:class:`egrl.agents.base.SearchAgent`), without a
     screen or ``evaluations.csv``, its clock stopped at generation 1."""
     return Ledger(
@@ -277,3 +279,100 @@ def test_a_ledger_restored_from_its_state_continues_as_the_original():
     assert len(a) == 2 and original.done and restored.done
     assert (restored.iterations, restored.proposals) == (original.iterations, original.proposals)
     np.testing.assert_equal(restored.state_dict(), original.state_dict())
+
+
+# ------------------------------------------------ one budget, one record, one road
+def test_one_budget_holds_a_reserve_releases_it_and_closes_without_being_reassigned():
+    budget = Budget(100)
+    budget.hold(20)
+    assert (budget.limit, budget.left) == (80, 80)
+    budget.spend(30, maps=30, answered=31)
+    assert (budget.spent, budget.left, budget.paid_maps, budget.proposals) == (30, 50, 30, 31)
+    assert budget.release() == 20 and budget.limit == 100
+    budget.close()
+    assert (budget.limit, budget.left) == (30, 0)
+    with pytest.raises(ValueError, match="cannot reserve 101 of a budget of 100"):
+        Budget(100).hold(101)
+
+
+def test_two_ledgers_on_one_budget_stop_together():
+    env = small_env()
+    first = make_ledger(env, budget=6)
+    second = Ledger(
+        env, first.budget, measure_cache(env, 100), 100, Timer(), first.evaluation_log, first.stamp
+    )
+    assert second.budget is first.budget
+    maps = fresh_maps(env, 8)
+    assert len(first.evaluate(maps[:4], "a")) == 4
+    assert len(second.evaluate(maps[4:], "b")) == 2  # the shared budget pays two more
+    assert first.done and second.done and first.iterations == second.iterations == 6
+
+
+def test_the_record_tells_each_reader_of_each_reading_once_in_order():
+    env = small_env()
+    ledger = make_ledger(env, budget=20)
+    told: list = []
+    ledger.record.subscribe(lambda r: told.append(("all", r.kind, r.source, len(r))), KINDS)
+    ledger.record.subscribe(lambda r: told.append(("search", r.kind, r.source, len(r))))
+    maps = fresh_maps(env, 3)
+    ledger.evaluate(maps[:2], "a")
+    ledger.evaluate(np.stack([maps[0], env.baseline_mapping, maps[2]]), "b")  # two free
+    ledger.read_again(maps[:1], "confirm")
+    assert told == [
+        ("all", SEARCH, "a", 2),
+        ("search", SEARCH, "a", 2),
+        ("all", SEARCH, "b", 3),
+        ("search", SEARCH, "b", 3),
+        ("all", CONFIRM, "confirm", 1),
+    ]
+    # the archive and the best keep the search's answers; the re-reading is paid
+    assert recorded(ledger)[2] == ["a", "a", "b", "b", "b"]
+    assert (ledger.iterations, ledger.paid_maps, ledger.proposals) == (4, 3, 6)
+    assert ledger.record.counts == {COMPILER: 1, SEARCH: 5, CONFIRM: 1}
+    latest_maps, _ = ledger.record.latest()
+    assert len(latest_maps) == 4  # three maps and the compiler's, each once
+    with pytest.raises(ValueError, match="unknown reading kind"):
+        ledger.record.subscribe(print, ("guess",))
+
+
+def test_checks_and_re_readings_go_through_the_runtime():
+    env = small_env()
+    ledger = make_ledger(env, budget=10)
+    asked: list[int] = []
+
+    def check(maps, probs=None):
+        asked.append(len(maps))
+        return env.target.check(maps)
+
+    def measure(maps, probs=None):
+        if (np.asarray(maps)[:, 0, 0] == 1).any():
+            raise ChipCallError("the board did not answer")
+        return env.measure(maps, probs)
+
+    ledger.use_runtime(LocalRuntime(measure, RuntimeConfig(retries=1), check=check))
+    maps = fresh_maps(env, 6)
+    found = ledger.check(maps)
+    assert asked == [6] and ledger.checks == 6 and ledger.runtime.answered["check"] == 6
+    np.testing.assert_array_equal(found.valid, env.target.check(maps).valid)
+    assert ledger.iterations == 0  # a check is never paid
+    # a re-reading the board failed (again when sent alone): paid, not run, counted failed
+    maps[0, 0, 0], maps[1, 0, 0] = 1, 0
+    latency_s, ran, _ = ledger.read_again(maps[:2])
+    assert not ran[0] and np.isnan(latency_s[0]) and np.isfinite(latency_s[1])
+    assert (ledger.iterations, ledger.failed_maps) == (2, 1)
+
+
+def test_a_chip_that_refuses_checks_is_asked_once():
+    env = small_env()
+    ledger = make_ledger(env, budget=10)
+    asked: list[int] = []
+
+    def refuse(maps, probs=None):
+        asked.append(len(maps))
+        raise CheckRefused("the chip answers no check requests")
+
+    ledger.use_runtime(LocalRuntime(env.measure, check=refuse))
+    assert ledger.check(fresh_maps(env, 3)) is None
+    assert ledger.check(fresh_maps(env, 3)) is None
+    assert asked == [3] and ledger.checks == 0
+    assert ledger.unchecked == "the chip answers no check requests"

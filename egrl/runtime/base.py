@@ -1,13 +1,17 @@
 """The runtime interface: submit batches of maps, collect their outcomes in any order.
 
-A :class:`Runtime` measures maps on workers that each own a hardware target. Every
-call is non-blocking except the waits:
+A :class:`Runtime` is the one road to the chip: it measures maps, and asks the compiler
+alone about them (:data:`CHECK`), on workers that each own a hardware target. Every call
+is non-blocking except the waits:
 
 >>> job = runtime.submit(maps)            # int64 [B, N, H] (+ probs [B, N, H, C] | None)
 >>> runtime.poll()                        # outcomes finished so far, [] if none
 >>> runtime.wait_any(timeout_s=1.0)       # block until at least one finishes
 >>> runtime.wait(job)                     # block until this one finishes
 >>> runtime.measure(maps)                 # submit + wait: an Outcome, rows in order
+>>> runtime.check(maps)                   # the compiler alone, on the workers: a Check
+
+:attr:`Runtime.answered` counts the maps the workers answered, by call.
 
 Subclasses implement :meth:`Runtime._start` (hand a new :class:`~egrl.runtime.jobs.Job`
 to the workers) and :meth:`Runtime._advance` (make progress for at most a given time).
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -25,9 +30,9 @@ from typing import Any
 import numpy as np
 
 import hwmodels
-from egrl.runtime.jobs import Job, Outcome
+from egrl.runtime.jobs import CHECK, MEASURE, Job, Outcome
 from egrl.validation import ConfigError, Rule, at_least, positive, show
-from hwmodels.base import HardwareModel, Measurement, Target
+from hwmodels.base import Check, CheckRefused, HardwareModel, Measurement, Target
 from workloads.ir import Workload
 
 #: runtime names (``runtime=local|ray``)
@@ -145,6 +150,18 @@ def measure_on(target: Target, maps: np.ndarray, probs: np.ndarray | None) -> Me
     return target.measure(maps)
 
 
+def check_on(target: Target, maps: np.ndarray, probs: np.ndarray | None) -> Check:
+    """``target.check``, the compiler alone (probabilities only for a target that wants
+    them)."""
+    if getattr(target, "wants_probabilities", False):
+        return target.check(maps, probs=probs)
+    return target.check(maps)
+
+
+#: what a worker does for each call (:data:`~egrl.runtime.jobs.CALLS`) on its own target
+CALLED_ON = {MEASURE: measure_on, CHECK: check_on}
+
+
 class Runtime(ABC):
     """Measures batches of maps on workers (see the module docstring).
 
@@ -160,6 +177,8 @@ class Runtime(ABC):
         self._next_job = 0
         self._jobs: dict[int, Job] = {}
         self._ready: dict[int, Outcome] = {}
+        #: maps the workers answered, by call (:data:`MEASURE`, :data:`CHECK`)
+        self.answered: Counter[str] = Counter()
 
     @property
     def workers(self) -> int:
@@ -170,10 +189,12 @@ class Runtime(ABC):
         """Jobs submitted whose outcome has not been taken yet."""
         return len(self._jobs) + len(self._ready)
 
-    def submit(self, maps: np.ndarray, probs: np.ndarray | None = None) -> int:
+    def submit(self, maps: np.ndarray, probs: np.ndarray | None = None, call: str = MEASURE) -> int:
         """Send maps int64 ``[B, N, H]`` (probabilities ``[B, N, H, C]`` or None) to the
-        workers; returns the job id its :class:`Outcome` will carry."""
-        job = Job(self._next_job, maps, probs, self.config.retries, self.config.max_resends)
+        workers to measure (or ``call`` :data:`CHECK`: to ask the compiler alone); returns
+        the job id its :class:`Outcome` will carry."""
+        config = self.config
+        job = Job(self._next_job, maps, probs, config.retries, config.max_resends, call)
         self._next_job += 1
         self._jobs[job.id] = job
         self._start(job)
@@ -208,9 +229,26 @@ class Runtime(ABC):
         """Submit and wait: the :class:`Outcome` of ``maps``."""
         return self.wait(self.submit(maps, probs))
 
+    def check(self, maps: np.ndarray, probs: np.ndarray | None = None) -> Check:
+        """The compiler alone on ``maps`` int64 ``[B, N, H]``, on the workers, batched as
+        a measurement is: its :class:`~hwmodels.base.Check` ``[B]`` (a map it could not be
+        asked about, after the retries, as refused and its own repair).
+
+        Raises:
+            CheckRefused: the chip refused to be asked (its maps are checked by the
+                model alone).
+        """
+        outcome = self.wait(self.submit(maps, probs, CHECK))
+        if outcome.refused is not None:
+            raise CheckRefused(outcome.refused)
+        m = outcome.measurement
+        return Check(m.rectified, m.valid, m.reassigned_ratio)
+
     def _take_finished(self) -> None:
         for job_id in [j for j, job in self._jobs.items() if job.done]:
-            self._ready[job_id] = self._jobs.pop(job_id).outcome()
+            job = self._jobs.pop(job_id)
+            self.answered[job.call] += len(job.maps)
+            self._ready[job_id] = job.outcome()
 
     def _pop(self, ids: list[int]) -> list[Outcome]:
         return [self._ready.pop(i) for i in ids]

@@ -1,6 +1,8 @@
 """One batch of maps sent to a runtime: its tasks, their retries and its failed maps.
 
-A :class:`Job` is a batch of ``B`` maps submitted at once. A runtime cuts it into
+A :class:`Job` is a batch of ``B`` maps submitted at once, to be measured or, for a
+:data:`CHECK` job, shown to the compiler alone (no board run; a chip that refuses to be
+asked, :class:`~hwmodels.base.CheckRefused`, refuses the whole job: :attr:`Outcome.refused`). A runtime cuts it into
 :class:`Task` s (rows of the batch) and runs each on a worker with :func:`run_task`. The
 job collects the rows as they come back, in any order. A task that fails (the hardware
 model raised one of :data:`EVALUATION_ERRORS`, the runtime's timeout passed, or its worker
@@ -21,9 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwmodels.base import ChipCallError, Measurement
+from hwmodels.base import Check, CheckRefused, ChipCallError, Measurement
 
 log = logging.getLogger(__name__)
+
+#: what a job asks of the target: measure its maps, or check them (the compiler alone)
+MEASURE, CHECK = "measure", "check"
+CALLS = (MEASURE, CHECK)
 
 #: errors of a hardware model that fail the maps being measured (anything else is a bug
 #: and stops the run)
@@ -40,23 +46,32 @@ class TaskResult:
         measurement: the whole task's :class:`Measurement` ``[T]``, or on failure the
             rows measured before it (``[P]``, ``P < T``; ``None`` when nothing was).
         error: why the task failed; ``None`` when it did not.
+        refused: the chip refused a check (``error`` says why): nothing to retry.
     """
 
-    measurement: Measurement | None
+    measurement: Measurement | Check | None
     error: str | None = None
+    refused: bool = False
 
 
 def run_task(
-    measure: Callable[[np.ndarray, np.ndarray | None], Measurement],
+    measure: Callable[[np.ndarray, np.ndarray | None], Measurement | Check],
     maps: np.ndarray,
     probs: np.ndarray | None,
+    call: str = MEASURE,
 ) -> TaskResult:
-    """``measure(maps [T, N, H], probs [T, N, H, C] | None)``, with an evaluation error
-    turned into a failed :class:`TaskResult` (other exceptions propagate)."""
+    """``measure(maps [T, N, H], probs [T, N, H, C] | None)`` (the target's measure or,
+    ``call`` :data:`CHECK`, its check), with an evaluation error turned into a failed
+    :class:`TaskResult` and a refused check into a refused one (other exceptions
+    propagate)."""
     try:
         return TaskResult(measure(maps, probs))
     except EVALUATION_ERRORS as exc:
         return TaskResult(getattr(exc, "partial", None), f"{type(exc).__name__}: {exc}")
+    except CheckRefused as exc:
+        if call != CHECK:
+            raise
+        return TaskResult(None, str(exc), refused=True)
 
 
 @dataclass
@@ -80,12 +95,14 @@ class Outcome:
             module docstring).
         failed: bool ``[B]``: the map could not be measured.
         reasons: ``B`` strings: why each failed map failed (empty for measured maps).
+        refused: why the chip refused a check job (None: it did not).
     """
 
     job: int
     measurement: Measurement
     failed: np.ndarray
     reasons: list[str]
+    refused: str | None = None
 
     def __len__(self) -> int:
         return len(self.failed)
@@ -93,7 +110,7 @@ class Outcome:
 
 class Job:
     """A batch of maps int64 ``[B, N, H]`` (and probabilities ``[B, N, H, C]`` or None)
-    being measured (see the module docstring)."""
+    being measured, or checked (``call``, see the module docstring)."""
 
     def __init__(
         self,
@@ -102,8 +119,14 @@ class Job:
         probs: np.ndarray | None,
         retries: int,
         max_resends: int,
+        call: str = MEASURE,
     ) -> None:
+        if call not in CALLS:
+            raise ValueError(f"job call {call!r} is invalid: expected one of {CALLS}")
         self.id = job_id
+        self.call = call
+        #: why the chip refused this check job (None: it did not)
+        self.refused: str | None = None
         self.maps = maps
         self.probs = probs
         self.retries = int(retries)
@@ -130,8 +153,8 @@ class Job:
         """The maps ``[T, N, H]`` and probabilities of ``task``."""
         return self.maps[task.rows], None if self.probs is None else self.probs[task.rows]
 
-    def finish(self, rows: np.ndarray, m: Measurement) -> None:
-        """Record the measurement ``[len(rows)]`` of ``rows``."""
+    def finish(self, rows: np.ndarray, m: Measurement | Check) -> None:
+        """Record the measurement (or check: no latency) ``[len(rows)]`` of ``rows``."""
         if len(m.valid) != len(rows):
             raise RuntimeError(
                 f"job {self.id}: a worker answered {len(m.valid)} maps for {len(rows)} sent"
@@ -139,11 +162,19 @@ class Job:
         self.rectified[rows] = m.rectified
         self.valid[rows] = m.valid
         self.reassigned_ratio[rows] = m.reassigned_ratio
-        self.latency_s[rows] = m.latency_s
+        if isinstance(m, Measurement):
+            self.latency_s[rows] = m.latency_s
         self.open -= len(rows)
 
     def settle(self, task: Task, result: TaskResult) -> list[Task]:
-        """Record a task's result; returns the tasks to send again (none if it succeeded)."""
+        """Record a task's result; returns the tasks to send again (none if it succeeded,
+        or the chip refused the check: then the job is done, :attr:`refused`)."""
+        if self.refused is not None:
+            return []
+        if result.refused:
+            log.info("job %d: the chip refused to check maps: %s", self.id, result.error)
+            self.refused, self.open = result.error, 0
+            return []
         if result.error is None:
             self.finish(task.rows, result.measurement)
             return []
@@ -182,4 +213,4 @@ class Job:
         if not self.done:
             raise RuntimeError(f"job {self.id} still has {self.open} map(s) in flight")
         m = Measurement(self.rectified, self.valid, self.reassigned_ratio, self.latency_s)
-        return Outcome(self.id, m, self.failed, self.reasons)
+        return Outcome(self.id, m, self.failed, self.reasons, self.refused)

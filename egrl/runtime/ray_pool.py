@@ -7,7 +7,9 @@ a command is owned by one actor. Actors are placed by Ray with the configured re
 
 A batch is cut into tasks (``runtime.chunk_size`` maps, or the batch evenly over the
 workers); each idle actor takes the next task, one at a time, so tasks finish in any
-order. Faults (:mod:`egrl.runtime.jobs`): an actor that dies is replaced by a new one
+order. A batch to check (the compiler alone, :meth:`~egrl.runtime.base.Runtime.check`) is
+cut and spread the same way; each actor counts the maps it measured and checked
+(:meth:`RayRuntime.worker_counts`, logged when the pool closes). Faults (:mod:`egrl.runtime.jobs`): an actor that dies is replaced by a new one
 and its task re-sent; a task past ``runtime.timeout_s`` has its actor killed and
 replaced and counts as a failed attempt; a task whose hardware model raised an
 evaluation error is retried; a map that keeps failing is answered as failed.
@@ -18,15 +20,15 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from egrl.runtime.base import Runtime, RuntimeConfig, TargetSpec, measure_on
-from egrl.runtime.jobs import Job, Task, TaskResult, run_task
+from egrl.runtime.base import CALLED_ON, Runtime, RuntimeConfig, TargetSpec
+from egrl.runtime.jobs import MEASURE, Job, Task, TaskResult, run_task
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +37,32 @@ MAX_START_FAILURES = 3
 
 
 class Worker:
-    """The Ray actor: one hardware target, measuring one task at a time."""
+    """The Ray actor: one hardware target, measuring or checking one task at a time."""
 
     def __init__(self, spec: TargetSpec) -> None:
         if spec.cwd and os.path.isdir(spec.cwd):
             os.chdir(spec.cwd)
         self.target = spec.bind()
+        #: maps this actor answered, by call (``measure``, ``check``)
+        self.calls: Counter[str] = Counter()
 
     def pid(self) -> int:
         """The actor's process id (answered once it is up)."""
         return os.getpid()
 
+    def run(self, call: str, maps: np.ndarray, probs: np.ndarray | None) -> TaskResult:
+        """``call`` (:data:`~egrl.runtime.jobs.CALLS`) on this actor's target."""
+        called = CALLED_ON[call]
+        result = run_task(lambda m, p: called(self.target, m, p), maps, probs, call)
+        self.calls[call] += len(maps)
+        return result
+
     def measure(self, maps: np.ndarray, probs: np.ndarray | None) -> TaskResult:
-        return run_task(lambda m, p: measure_on(self.target, m, p), maps, probs)
+        return self.run(MEASURE, maps, probs)
+
+    def counts(self) -> dict[str, int]:
+        """Maps this actor answered, by call."""
+        return dict(self.calls)
 
 
 @dataclass
@@ -174,12 +189,15 @@ class RayRuntime(Runtime):
 
     def _dispatch(self) -> None:
         for slot in self._slots:
+            while self._queue and self._queue[0].job not in self._jobs:
+                self._queue.popleft()  # a task of a job that is over (a refused check)
             if not self._queue:
                 return
             if slot.ready is None and slot.task is None:
                 task = self._queue.popleft()
+                job = self._jobs[task.job]
                 slot.task, slot.started = task, time.monotonic()
-                slot.ref = slot.actor.measure.remote(*self._jobs[task.job].inputs(task))
+                slot.ref = slot.actor.run.remote(job.call, *job.inputs(task))
 
     def _advance(self, timeout_s: float | None) -> None:
         self._dispatch()
@@ -213,17 +231,21 @@ class RayRuntime(Runtime):
         """The task of ``slot`` ended: record it, or re-send it if its actor died."""
         task, ref = slot.task, slot.ref
         slot.task = slot.ref = None
-        job = self._jobs[task.job]
+        job = self._jobs.get(task.job)
         try:
             result = self._ray.get(ref)
         except self._ray.exceptions.RayActorError as exc:
             self._replace(slot, "died")
-            reason = f"worker {slot.index} died: {type(exc).__name__}"
-            self._queue.extend(job.fail(task, reason, died=True))
+            if job is not None:
+                reason = f"worker {slot.index} died: {type(exc).__name__}"
+                self._queue.extend(job.fail(task, reason, died=True))
             return
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
-        if self._on_measured is not None and result.measurement is not None:
+        if job is None:  # the job is over (a refused check): nothing to record
+            return
+        measured = job.call == MEASURE and result.measurement is not None
+        if self._on_measured is not None and measured:
             self._on_measured(len(result.measurement.latency_s))
         self._queue.extend(job.settle(task, result))
 
@@ -239,10 +261,25 @@ class RayRuntime(Runtime):
                 slot.task = slot.ref = None
                 self._replace(slot, f"ran past runtime.timeout_s={limit:g} s")
                 reason = f"timed out after {limit:g} s on worker {slot.index} (actor replaced)"
-                self._queue.extend(self._jobs[task.job].fail(task, reason))
+                if task.job in self._jobs:
+                    self._queue.extend(self._jobs[task.job].fail(task, reason))
+
+    def worker_counts(self, timeout_s: float = 10.0) -> list[dict[str, int]]:
+        """Maps each actor answered, by call (``measure``, ``check``), as the actors count
+        them (an actor replaced after a death or a timeout starts again from 0); waits at
+        most ``timeout_s`` for an actor busy with a task."""
+        slots = [s for s in self._slots if s.actor is not None and s.pid is not None]
+        counts = self._ray.get([s.actor.counts.remote() for s in slots], timeout=timeout_s)
+        return [{"worker": s.index, "pid": s.pid, **c} for s, c in zip(slots, counts)]
 
     def close(self) -> None:
-        """Kill the actors; shut down Ray if this runtime started it."""
+        """Log what each actor answered, kill the actors; shut down Ray if this runtime
+        started it."""
+        try:
+            if any(s.actor is not None for s in self._slots):
+                log.info("runtime=ray: maps answered by each worker: %s", self.worker_counts())
+        except Exception as exc:  # a worker that is gone cannot say
+            log.debug("runtime=ray: worker counts unavailable: %s", exc)
         super().close()
         for slot in self._slots:
             if slot.actor is not None:
