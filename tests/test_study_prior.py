@@ -205,8 +205,18 @@ def test_the_section_gives_the_prior_beside_the_compiler_and_the_targets(study, 
     assert "| chip-resnet101 | ea | 5 | -6.47% ± 0.43% | 0/5 | 5/5 |" in text
     assert "- No run from the prior ends below the prior's map: **met** (5 runs)." in text
     assert (
-        "within 60 s on resnet101 and bert-base: **not met** on chip-bert-base "
-        "(chip-resnet101 59.0 s; chip-bert-base 75.0 s)." in text
+        "gives a map within 60 s (its time limit; proven or not) on resnet101 and bert-base: "
+        "**not met** on chip-bert-base (chip-resnet101 59.0 s, feasible; chip-bert-base "
+        "75.0 s, optimal)." in text
+    )
+    # a solve stopped a moment past its limit with a map meets it; one that fell back does not
+    write_prior(study, "chip-bert-base", 1.0, solve_s=60.4, status="feasible")
+    assert "**met** (chip-resnet101" in prior.target_lines(cfg, prior.analyse(cfg, study))[1]
+    write_prior(study, "chip-bert-base", 1.0, solve_s=60.4, status="fallback", fell_back=True)
+    result = prior.analyse(cfg, study)
+    assert "**not met** on chip-bert-base" in prior.target_lines(cfg, result)[1]
+    assert "| chip-bert-base | 1.0000 | 1.0000 | no map in 60 s: the compiler's |" in (
+        prior.summary_markdown(cfg, result)
     )
     assert "- chip-resnet50: the prior's map not read yet" in text
     assert "- chip-resnet50: ea-prior without a finished run" in text
@@ -220,6 +230,7 @@ def test_the_section_gives_the_prior_beside_the_compiler_and_the_targets(study, 
     assert "| 99.57% ± 0.43% | 97% ± 3% | 50% ± 50% |" in text  # ea-prior: 0.5 of 0.01 on average
     assert "(figures/prior_chip-resnet101.png)" in text and "prior_chip-bert-base.png" not in text
     # a run from the prior below its map fails the first target
+    write_prior(study, "chip-bert-base", 1.004, solve_s=75.0)
     write_agent(study, "chip-bert-base", "ea-prior", [1.0, 1.004])
     lines = prior.target_lines(cfg, prior.analyse(cfg, study))
     assert (
