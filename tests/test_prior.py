@@ -205,7 +205,7 @@ def test_the_command_line_refuses_a_bad_datasheet_in_one_line(tmp_path):
             "egrl.cli.train",
             "hwmodel=external",
             f"hwmodel.params.command='{PY} {CHIP}'",
-            "+hwmodel.params.prior={name: nnpi, sram_mib: -2}",
+            "hwmodel.params.prior={name: nnpi, sram_mib: -2}",
             "workload=resnet18",
             "agent=ea",
             "budget=4",
