@@ -104,8 +104,10 @@ def ea_best(name: str, workload: str, seed: int, budget: int, out: Path) -> floa
     best = run / "best_mapping.json"
     if not best.exists():
         command = shlex.join([sys.executable, str(CHIP), *flags])
-        argv = [
-            "egrl-train",
+        argv = [  # egrl-train of this checkout
+            sys.executable,
+            "-m",
+            "egrl.cli.train",
             "hwmodel=external",
             f"hwmodel.params.command='{command}'",
             f"workload={workload}",
