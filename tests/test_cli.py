@@ -161,11 +161,12 @@ def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
     [
         (
             "agent.overlap=sometimes",
-            "agent 'egrl': option overlap must be auto, true or false, got 'sometimes'",
+            "agent 'egrl': option overlap=sometimes is invalid: expected auto, true or false",
         ),
         (
             "agent.start=bogus",
-            "agent 'egrl': option start must be one of ('initial', 'random', 'native', 'fallback') (aliases: {'dram': 'initial'}), got 'bogus'",
+            "agent 'egrl': option start=bogus is invalid: expected one of initial, random, "
+            "native, fallback (alias dram for initial)",
         ),
     ],
 )

@@ -110,7 +110,9 @@ def test_a_checkpoints_critic_layout_wins_over_the_learners(caplog):
 
 
 def test_bad_sizes_are_refused():
-    with pytest.raises(ValueError, match="critic_hidden must be an integer >= 1"):
+    with pytest.raises(
+        ValueError, match=r"critic_hidden=0 is invalid: expected an integer >= 1 or null"
+    ):
         SACConfig(critic_hidden=0)
     with pytest.raises(ValueError, match="multiple of the attention heads"):
         learner(critic_hidden=7)

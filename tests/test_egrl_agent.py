@@ -324,5 +324,7 @@ def test_overlap_auto_is_off_in_process_and_on_the_local_runtime_changes_nothing
 
 
 def test_overlap_option_is_checked():
-    with pytest.raises(ValueError, match="option overlap must be auto, true or false"):
+    with pytest.raises(
+        ValueError, match="option overlap=sometimes is invalid: expected auto, true or false"
+    ):
         EGRLAgent(small_env(), small_config(name="egrl", options={"overlap": "sometimes"}))

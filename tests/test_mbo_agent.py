@@ -130,14 +130,32 @@ def test_the_same_seed_gives_the_same_run():
 @pytest.mark.parametrize(
     ("options", "screen", "problem"),
     [
-        ({"depth": 0}, {}, "option depth must be an integer >= 1, got 0"),
+        ({"depth": 0}, {}, "option depth=0 is invalid: expected an integer >= 1"),
         ({"searchers": ["ea", "pso"]}, {}, "option searchers=['ea', 'pso'] is invalid"),
-        ({"searchers": []}, {}, "expected a non-empty list of ['ea', 'egrl', 'ga', 'sa']"),
-        ({"trust_radius": 0}, {}, "option trust_radius must be >= 1 or null"),
-        ({"refused": "keep"}, {}, "option refused must be one of ('repair', 'drop')"),
-        ({"spacing": 0}, {}, "option spacing must be an integer >= 1"),
-        ({}, {"name": "none"}, "screen=none is invalid for agent 'mbo'"),
-        ({}, {"search": 10}, "screen.search=10 is invalid for agent 'mbo'"),
+        ({"searchers": []}, {}, "expected a non-empty list, each one of ea, egrl, ga, sa"),
+        (
+            {"trust_radius": 0},
+            {},
+            "option trust_radius=0 is invalid: expected an integer >= 1 or null",
+        ),
+        ({"refused": "keep"}, {}, "option refused=keep is invalid: expected one of repair, drop"),
+        ({"spacing": 0}, {}, "option spacing=0 is invalid: expected an integer >= 1"),
+        (
+            {"searchers": ["ea", "sa"], "min_share": 0.6},
+            {},
+            "min_share=0.6 is invalid: expected a number in [0, 1/2]",
+        ),
+        ({"discount": 0}, {}, "option discount=0 is invalid: expected a number in (0, 1]"),
+        (
+            {},
+            {"name": "none"},
+            "screen=none is invalid: agent 'mbo' searches a model (screen=forest|boost|gnn)",
+        ),
+        (
+            {},
+            {"search": 10},
+            "screen.search=10 is invalid: agent 'mbo' searches the model itself: its depth of search is agent.depth",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options, screen, problem):
@@ -157,7 +175,7 @@ def test_a_game_target_is_refused():
     [
         (
             "agent.depth=0",
-            "agent 'mbo': option depth must be an integer >= 1, got 0",
+            "agent 'mbo': option depth=0 is invalid: expected an integer >= 1",
         ),
         ("screen.kappa=-1", "screen.kappa=-1 is invalid: expected a number >= 0"),
     ],

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from egrl import make_env
 from egrl.agents import make_agent, train_config
-from egrl.cli.checks import configured_agents, screen_refusal
+from egrl.cli.checks import configured_agents, screen_problems
 from egrl.config import ScreenConfig, config_problems
 from egrl.measure_cache import MeasureCache
 from egrl.screening.base import Domain, Measured
@@ -214,7 +214,10 @@ def test_an_agent_that_cannot_search_the_model_refuses_it(tmp_path):
     assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     args = ["workload=resnet18", "budget=20", "agent=greedy-dp", "screen=forest", "screen.search=4"]
     refused = egrl_train_in_process(*args, cwd=tmp_path)
-    assert_refused(refused, screen_refusal("forest", "greedy-dp"))
+    task = {"screen": {"name": "forest", "search": 4}, "agent": {"name": "greedy-dp"}}
+    (line,) = screen_problems(task)
+    assert line.startswith("screen=forest is invalid: agent 'greedy-dp' does not screen")
+    assert_refused(refused, line)
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen.search=4"]
     line = (
         "screen.search=4 is invalid: screen=none has no model to search "

@@ -227,8 +227,10 @@ def test_a_resumed_run_continues_exactly(parallel, tmp_path, one_thread):
 
 def test_bad_options_are_named(one_thread):
     env = small_tpu_env()
-    with pytest.raises(ValueError, match="dynamics must be one of"):
+    with pytest.raises(ValueError, match="dynamics=.* is invalid: expected one of learned, true"):
         make_agent(env, muzero_config("muzero", dynamics="perfect"))
+    with pytest.raises(ValueError, match="option grid=10 is invalid: expected a multiple of 4"):
+        make_agent(env, muzero_config("muzero", grid=10))  # the encoder's rule, checked once
     with pytest.raises(KeyError, match="no option"):
         make_agent(env, muzero_config("muzero", simulation=3))
     with pytest.raises(ValueError, match="needs hwmodel=tpu-cmem"):

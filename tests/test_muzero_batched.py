@@ -324,11 +324,12 @@ def test_auto_plays_as_many_games_as_the_replay_buffer_holds(one_thread):
     [
         (
             ("agent.parallel_games=0",),
-            "agent 'muzero': option parallel_games must be an integer >= 1 or 'auto', got 0",
+            "agent 'muzero': option parallel_games=0 is invalid: expected an integer >= 1 or auto",
         ),
         (
             ("agent.parallel_games=many",),
-            "agent 'muzero': option parallel_games must be an integer >= 1 or 'auto', got 'many'",
+            "agent 'muzero': option parallel_games=many is invalid: "
+            "expected an integer >= 1 or auto",
         ),
         (
             ("agent.parallel_games=14", "agent.replay_size=1000"),

@@ -16,7 +16,7 @@ import pytest
 
 import hwmodels
 from egrl import make_env
-from egrl.agents.options import check_start, start_mappings
+from egrl.agents.options import resolve_start, start_mappings, start_rule
 from egrl.cli.overrides import own_overrides
 from tests.nnpi_workloads import layer, random_dag
 from tests.support.chips import TOY
@@ -111,6 +111,6 @@ def test_local_search_starts_are_the_targets_maps():
     ]:
         starts = start_mappings(env, start, 2, rng)
         assert starts.shape == (2, 3, 1) and (starts == expected).all(), start
-    assert check_start("sa", "start", "dram") == "initial"
-    with pytest.raises(ValueError, match=r"agent 'sa': option start must be one of"):
-        check_start("sa", "start", "zeros")
+    assert resolve_start("dram") == "initial" and start_rule().accepts("dram")
+    assert not start_rule().accepts("zeros")
+    assert start_rule().expected().startswith("one of initial, random, native, fallback")

@@ -3,20 +3,26 @@ in process."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
 
 import pytest
 from omegaconf import OmegaConf
 
 from egrl import config
-from egrl.agents import run_rules, train_config
-from egrl.agents.egrl.config import EGRLConfig
+from egrl.agents import agent_class, names, run_rules, train_config
+from egrl.agents.annealing import AnnealingOptions
+from egrl.agents.egrl.config import EGRLConfig, LearnerConfig
+from egrl.agents.egrl.sac import SACConfig
+from egrl.agents.genetic import GeneticOptions
+from egrl.agents.options import parse_options
 from egrl.cli.overrides import rewrite_workload_paths, swept_values, typed_keys
 from egrl.cli.resume import ResumeError, apply_changes, resume_changes
 from egrl.cli.train import workload_label
 from egrl.config import TrainConfig
 from egrl.runs import flatten
-from egrl.validation import ConfigError
+from egrl.validation import ConfigError, Rule, field_problems, field_rules
 
 #: every rule of an EGRL run: the run's, EGRL's own, the screen's
 RULES = run_rules("egrl")
@@ -28,6 +34,18 @@ def config_problems(cfg) -> list[str]:
 
 def from_mapping(cfg) -> TrainConfig:
     return train_config(cfg)
+
+
+def option_classes() -> list[type]:
+    """The options dataclass of every registered agent (``...Options`` in its module)."""
+    modules = {agent_class(name).__module__ for name in names()} | {"egrl.agents.mbo.options"}
+    found = {}
+    for module in sorted(modules):
+        for value in vars(sys.modules[module]).values():
+            is_options = isinstance(value, type) and value.__name__.endswith("Options")
+            if is_options and dataclasses.is_dataclass(value):
+                found[value.__qualname__] = value
+    return list(found.values())
 
 
 def leaf_keys() -> set[str]:
@@ -104,6 +122,69 @@ def test_good_edge_values_pass():
 def test_every_problem_is_listed():
     problems = config_problems({"budget": -1, "learner": {"gamma": 3}})
     assert [p.split("=")[0] for p in problems] == ["budget", "learner.gamma"]
+
+
+# ------------------------------------------------------------------ rules beside fields
+def test_egrls_table_is_read_from_the_fields_rules():
+    """Each rule written once: the table of EGRL's sections holds the fields' own rules
+    (SAC's hyperparameters from SACConfig), and a section refuses what the table does."""
+    learner = field_rules(LearnerConfig)
+    assert set(field_rules(SACConfig)) < set(learner)
+    for key, rule in learner.items():
+        assert EGRLConfig.RULES[f"learner.{key}"] is rule
+    assert EGRLConfig.RULES["learner.tau"] is field_rules(SACConfig)["tau"]
+    line = config_problems({"learner": {"tau": 0}})[0]
+    with pytest.raises(ConfigError) as info:
+        LearnerConfig(tau=0)
+    assert str(info.value) == line == "learner.tau=0 is invalid: expected a number in (0, 1]"
+    with pytest.raises(ConfigError, match=r"^tau=0 is invalid: expected a number in \(0, 1\]$"):
+        SACConfig(tau=0)
+    assert SACConfig(tau=1).tau == 1
+
+
+def test_every_agent_option_has_a_rule():
+    """Every field of every agent's options dataclass carries its rule, but the paths
+    checked where they are opened (a policy snapshot, an Optuna storage)."""
+    checked_when_opened = {("ZeroShotOptions", "policy"), ("OptunaOptions", "storage")}
+    seen = 0
+    for cls in option_classes():
+        for f in dataclasses.fields(cls):
+            if (cls.__name__, f.name) not in checked_when_opened:
+                assert f.name in field_rules(cls), f"{cls.__name__}.{f.name} has no rule"
+        assert field_problems(cls()) == [], cls.__name__  # the defaults pass
+        seen += 1
+    assert seen >= 13
+
+
+def test_agent_options_are_refused_with_the_agent_and_what_is_allowed():
+    cfg = train_config({"agent": {"name": "sa", "chains": 0, "start": "zeros"}})
+    with pytest.raises(ConfigError) as info:
+        parse_options(AnnealingOptions, cfg)
+    assert info.value.problems == [
+        "agent 'sa': option chains=0 is invalid: expected an integer >= 1",
+        "agent 'sa': option start=zeros is invalid: expected one of initial, random, native, "
+        "fallback (alias dram for initial)",
+    ]
+    cfg = train_config({"agent": {"name": "ga", "cxpb": 0, "mutpb": 0}})
+    with pytest.raises(ConfigError, match="agent 'ga': option cxpb=0 and mutpb=0 are invalid"):
+        parse_options(GeneticOptions, cfg)
+    cfg = train_config({"agent": {"name": "ga", "elites": 20}})
+    with pytest.raises(
+        ConfigError, match=r"elites=20 is invalid: expected an integer in \[0, 19\]"
+    ):
+        parse_options(GeneticOptions, cfg)
+
+
+def test_a_list_rule_and_a_boolean_with_words():
+    searchers = Rule(list, item=Rule(str, choices=("ea", "sa")))
+    assert searchers.accepts(["ea", "sa"]) and not searchers.accepts([])
+    assert not searchers.accepts("ea") and not searchers.accepts(["ea", "pso"])
+    assert searchers.expected() == "a non-empty list, each one of ea, sa"
+    overlap = Rule(bool, words=("auto",))
+    assert overlap.accepts("auto") and overlap.accepts(False) and not overlap.accepts("on")
+    assert overlap.expected() == "auto, true or false"
+    assert Rule(str, choices=("learned", "true")).accepts(True)  # ``key=true`` parses to a bool
+    assert not Rule(str, choices=("learned", "true")).accepts(False)
 
 
 # ------------------------------------------------------------------ overrides

@@ -34,9 +34,10 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SCREEN_PHASE, SearchAgent
-from egrl.agents.options import check_positive, check_start, parse_options, start_mappings
+from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, positive, ruled
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ class AnnealingOptions:
             ``dram``, NNP-I's name for it), ``random``, ``native`` or ``fallback``.
     """
 
-    chains: int = 2
-    steps: int = 10
-    moves: int = 2
-    t_start: float = 0.02
-    t_end: float = 1e-4
-    start: str = "initial"
+    chains: int = ruled(at_least(1), 2)
+    steps: int = ruled(at_least(1), 10)
+    moves: int = ruled(at_least(1), 2)
+    t_start: float = ruled(positive(), 0.02)
+    t_end: float = ruled(positive(), 1e-4)
+    start: str = ruled(start_rule(), "initial")
 
 
 def neighbours(
@@ -102,15 +103,7 @@ class SimulatedAnnealing(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(AnnealingOptions, cfg)
-        check_positive(
-            self.name,
-            chains=o.chains,
-            steps=o.steps,
-            moves=o.moves,
-            t_start=o.t_start,
-            t_end=o.t_end,
-        )
-        self.start = check_start(self.name, "start", o.start)
+        self.start = resolve_start(o.start)
         if o.moves > env.num_units * env.num_heads:
             raise ValueError(
                 f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"

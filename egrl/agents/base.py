@@ -65,6 +65,9 @@ class SearchAgent(Checkpoints):
     screens: bool = False
     model_search: bool = False
     default_search: int = 0
+    #: the agent searches the screen's model itself (``agent=mbo``): it needs a model, and
+    #: ``screen.search`` is not its; the option that sets how deep it searches, in words
+    needs_model: str = ""
     #: the agent writes policy snapshots (:meth:`save_policy_snapshot`)
     snapshots: bool = False
     #: the agent's section of the run config, with the options and sections it owns

@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
-from egrl.agents.options import check_positive, parse_options
+from egrl.agents.options import parse_options
 from egrl.agents.tpu_game import GameAgent
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, positive, ruled
 from hwmodels.tpu.search import LinearES, linear_policy_play
 
 
@@ -32,9 +33,9 @@ class ESOptions:
         lr: step size.
     """
 
-    population: int = 8
-    sigma: float = 0.1
-    lr: float = 0.05
+    population: int = ruled(at_least(1), 8)
+    sigma: float = ruled(positive(), 0.1)
+    lr: float = ruled(positive(), 0.05)
 
 
 @register_agent("es")
@@ -44,7 +45,6 @@ class EvolutionStrategies(GameAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(ESOptions, cfg)
-        check_positive(self.name, population=o.population, sigma=o.sigma, lr=o.lr)
         self.es = LinearES(o.population, o.sigma, o.lr)
 
     def step(self) -> dict:

@@ -32,21 +32,29 @@ from deap import algorithms, base, tools
 
 from egrl.agents import register_agent
 from egrl.agents.base import SCREEN_PHASE, SearchAgent
-from egrl.agents.options import (
-    check_choice,
-    check_positive,
-    check_start,
-    option_error,
-    parse_options,
-    start_mappings,
-)
+from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import FRACTION, Rule, at_least, ruled
 from populations.deap_bridge import MaxFitness, seeded_random
 
 CROSSOVERS = ("two_point", "uniform")
 #: generations without any changed individual after which the GA gives up
 MAX_FREE_GENERATIONS = 1000
+
+
+def _varies(o: GeneticOptions) -> str | None:
+    """Why ``cxpb`` and ``mutpb`` do not go together (both 0: nothing varies), or None."""
+    if o.cxpb == 0 and o.mutpb == 0:
+        return "cxpb=0 and mutpb=0 are invalid: nothing varies (expected one of them > 0)"
+    return None
+
+
+def _elites_fit(o: GeneticOptions) -> str | None:
+    """Why ``elites`` does not fit the population (at most ``population - 1``), or None."""
+    if o.elites >= o.population:
+        return f"elites={o.elites} is invalid: expected an integer in [0, {o.population - 1}] (population - 1)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -69,14 +77,17 @@ class GeneticOptions:
             random.
     """
 
-    population: int = 20
-    cxpb: float = 0.5
-    mutpb: float = 0.5
-    indpb: float | None = None
-    tournsize: int = 3
-    crossover: str = "two_point"
-    elites: int = 1
-    start: str = "random"
+    population: int = ruled(at_least(1), 20)
+    cxpb: float = ruled(FRACTION, 0.5)
+    mutpb: float = ruled(FRACTION, 0.5)
+    indpb: float | None = ruled(Rule(float, low=0, high=1, optional=True), None)
+    tournsize: int = ruled(at_least(1), 3)
+    crossover: str = ruled(Rule(str, choices=CROSSOVERS), "two_point")
+    elites: int = ruled(at_least(0), 1)
+    start: str = ruled(start_rule(), "random")
+
+    #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
+    RELATIONS = (_varies, _elites_fit)
 
 
 class Genome(list):
@@ -100,16 +111,7 @@ class GeneticAlgorithm(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(GeneticOptions, cfg)
-        check_positive(self.name, population=o.population, tournsize=o.tournsize)
-        check_choice(self.name, "crossover", o.crossover, CROSSOVERS)
-        self.start = check_start(self.name, "start", o.start)
-        for key in ("cxpb", "mutpb") + (() if o.indpb is None else ("indpb",)):
-            if not 0 <= getattr(o, key) <= 1:
-                raise option_error(self.name, f"option {key} must be in [0, 1]")
-        if o.cxpb == 0 and o.mutpb == 0:
-            raise option_error(self.name, "cxpb and mutpb are both 0: nothing varies")
-        if not 0 <= o.elites < o.population:
-            raise option_error(self.name, "elites must be in 0..population-1")
+        self.start = resolve_start(o.start)
         self.shape = (env.num_units, env.num_heads)
         length = env.num_units * env.num_heads
         upper = np.tile(env.num_choices - 1, env.num_units).tolist()

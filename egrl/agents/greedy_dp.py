@@ -25,9 +25,10 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_start, parse_options, start_mappings
+from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import FLAG, ruled
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ class GreedyOptions:
             (true) or keep passing over the same fixed point (false, the paper's wording).
     """
 
-    start: str = "initial"
-    restart: bool = True
+    start: str = ruled(start_rule(), "initial")
+    restart: bool = ruled(FLAG, True)
 
 
 def head_combinations(num_choices: np.ndarray) -> np.ndarray:
@@ -61,7 +62,7 @@ class GreedyDP(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(GreedyOptions, cfg)
-        start = check_start(self.name, "start", self.options.start)
+        start = resolve_start(self.options.start)
         self.combos = head_combinations(env.num_choices)
         self.current = start_mappings(env, start, 1, self.rng)[0]
         self.current_reward = -np.inf

@@ -31,15 +31,10 @@ import numpy as np
 from egrl.agents import register_agent
 from egrl.agents.ask_tell import AskTellHistory
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import (
-    STARTS,
-    check_positive,
-    check_start,
-    parse_options,
-    start_mappings,
-)
+from egrl.agents.options import STARTS, parse_options, resolve_start, start_mappings, start_rule
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, ruled
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +55,9 @@ class NevergradOptions:
         init: the former name of ``start`` (used when given).
     """
 
-    batch: int = 20
-    start: str = "center"
-    init: str | None = None
+    batch: int = ruled(at_least(1), 20)
+    start: str = ruled(start_rule(INITS), "center")
+    init: str | None = ruled(start_rule(INITS, optional=True), None)
 
 
 def import_nevergrad():
@@ -86,9 +81,7 @@ class NevergradAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(NevergradOptions, cfg)
-        check_positive(self.name, batch=o.batch)
-        key = "start" if o.init is None else "init"
-        self.init = check_start(self.name, key, getattr(o, key), INITS)
+        self.init = resolve_start(o.start if o.init is None else o.init)
         self.ng = import_nevergrad()
         self.seed = int(self.rng.integers(0, 2**32 - 1))
         self.init_map = None  # int64 [N, H]; None: the center

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_positive, parse_options
+from egrl.agents.options import parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, positive, ruled
 from hwmodels.base import Target
 
 SOLVER_COLUMNS = (
@@ -43,8 +44,8 @@ class OptimumOptions:
         workers: solver threads.
     """
 
-    time_limit_s: float = 60.0
-    workers: int = 2
+    time_limit_s: float = ruled(positive(), 60.0)
+    workers: int = ruled(at_least(1), 2)
 
 
 @register_agent("optimum")
@@ -55,8 +56,7 @@ class OptimumAgent(SearchAgent):
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
-        o = self.options = parse_options(OptimumOptions, cfg)
-        check_positive(self.name, time_limit_s=o.time_limit_s, workers=o.workers)
+        self.options = parse_options(OptimumOptions, cfg)
         if type(env.target).optimum is Target.optimum:
             raise ValueError(
                 f"agent 'optimum' needs a hardware target with an exact solver; "

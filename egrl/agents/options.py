@@ -1,13 +1,17 @@
 """Agent parameters from ``cfg.agent.options``, and the starting maps of local searches.
 
-Each baseline agent declares its parameters as a dataclass whose fields carry the
-defaults; :func:`parse_options` fills it from the keys the agent's YAML config
-(``configs/agent/<name>.yaml``) adds beyond :class:`~egrl.config.AgentConfig`'s own, so
-a misspelt key is an error that names the agent and the key instead of being ignored.
+Each agent declares its parameters as a dataclass whose fields carry the defaults and,
+beside each, what it accepts (:func:`egrl.validation.ruled`); :func:`parse_options` fills
+it from the keys the agent's YAML config (``configs/agent/<name>.yaml``) adds beyond
+:class:`~egrl.config.AgentConfig`'s own and checks every value against its rule, so a
+misspelt key or a value out of range is an error that names the agent and the key
+(``agent 'sa': option chains=0 is invalid: expected an integer >= 1``) instead of being
+ignored.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from typing import TypeVar
 
@@ -15,7 +19,7 @@ import numpy as np
 
 from egrl.config import TrainConfig
 from egrl.env import Env
-from egrl.validation import ConfigError
+from egrl.validation import ConfigError, Rule, check_fields
 
 T = TypeVar("T")
 
@@ -28,11 +32,29 @@ STARTS = ("initial", "random", "native", "fallback")
 START_ALIASES = {"dram": "initial"}
 
 
+def start_rule(allowed: tuple[str, ...] = STARTS, optional: bool = False) -> Rule:
+    """What a start option accepts: a name of ``allowed`` or an alias of one
+    (:data:`START_ALIASES`; :func:`resolve_start` turns it into its name), or with
+    ``optional`` null too."""
+    aliases = {a: t for a, t in START_ALIASES.items() if t in allowed}
+    pattern = "|".join(re.escape(name) for name in (*allowed, *aliases))
+    words = ", ".join(allowed) + "".join(f" (alias {a} for {t})" for a, t in aliases.items())
+    return Rule(str, pattern=pattern, describe=f"one of {words}", optional=optional)
+
+
+def resolve_start(start: str) -> str:
+    """``start`` with its alias resolved (:data:`START_ALIASES`)."""
+    return START_ALIASES.get(start, start)
+
+
 def parse_options(cls: type[T], cfg: TrainConfig) -> T:
-    """An instance of the dataclass ``cls`` from ``cfg.agent.options``.
+    """An instance of the dataclass ``cls`` from ``cfg.agent.options``, every value checked
+    against the rule its field carries (:func:`egrl.validation.ruled`).
 
     Raises:
         KeyError: a key that is not a field of ``cls`` (named with the agent).
+        ConfigError: a value its rule does not accept, or fields that do not go together
+            (one line each, naming the agent, the option and what it accepts).
     """
     options = dict(cfg.agent.options or {})
     names = {f.name for f in fields(cls)}
@@ -41,48 +63,23 @@ def parse_options(cls: type[T], cfg: TrainConfig) -> T:
         raise KeyError(
             f"agent {cfg.agent.name!r} has no option(s) {unknown}; its options are {sorted(names)}"
         )
-    return cls(**options)
+    parsed = cls(**options)
+    check_fields(parsed, prefix=f"agent {cfg.agent.name!r}: option ")
+    return parsed
 
 
 def option_error(agent: str, text: str) -> ConfigError:
     """A bad agent option, named with its agent: a mistake in what the user typed, so
-    ``egrl-train`` answers it with one line and exit status 2 (a ``ValueError`` too)."""
+    ``egrl-train`` answers it with one line and exit status 2 (a ``ValueError`` too).
+    For what the target or the run's files refuse (a rule of the option alone is its
+    field's)."""
     return ConfigError([f"agent {agent!r}: {text}"])
-
-
-def check_positive(agent: str, **values: float) -> None:
-    """Raise a ``ValueError`` naming the agent and the option if a value is not > 0."""
-    for key, value in values.items():
-        if not value > 0:
-            raise option_error(agent, f"option {key} must be > 0, got {value!r}")
-
-
-def check_choice(agent: str, key: str, value: str, allowed: tuple[str, ...]) -> None:
-    """Raise a ``ValueError`` naming the agent and the option if ``value`` is not allowed."""
-    if value not in allowed:
-        raise option_error(agent, f"option {key} must be one of {allowed}, got {value!r}")
-
-
-def check_start(agent: str, key: str, value: str, allowed: tuple[str, ...] = STARTS) -> str:
-    """The start ``value`` with its alias resolved (:data:`START_ALIASES`).
-
-    Raises:
-        ValueError: ``value`` is neither in ``allowed`` nor an alias of one (names the
-            agent and the option).
-    """
-    resolved = START_ALIASES.get(value, value)
-    if resolved not in allowed:
-        aliases = {a: t for a, t in START_ALIASES.items() if t in allowed}
-        raise option_error(
-            agent, f"option {key} must be one of {allowed} (aliases: {aliases}), got {value!r}"
-        )
-    return resolved
 
 
 def start_mappings(env: Env, start: str, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` starting maps, int64 ``[n, N, H]``, for ``start`` in :data:`STARTS` (or an
     alias of one)."""
-    start = START_ALIASES.get(start, start)
+    start = resolve_start(start)
     if start == "random":
         return env.random_mappings(n, rng).astype(np.int64)
     fixed = {

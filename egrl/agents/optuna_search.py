@@ -36,12 +36,11 @@ from egrl.agents.base import SearchAgent
 from egrl.agents.decisions import Decisions
 from egrl.agents.options import (
     STARTS,
-    check_choice,
-    check_positive,
-    check_start,
     option_error,
     parse_options,
+    resolve_start,
     start_mappings,
+    start_rule,
 )
 from egrl.checkpoint import CheckpointError
 from egrl.config import TrainConfig
@@ -55,6 +54,7 @@ from egrl.optuna_study import (
     step_seed,
     storage_problem,
 )
+from egrl.validation import Rule, at_least, ruled
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,11 @@ class OptunaOptions:
         encoding: ``auto``, ``categorical`` or ``integer`` (:data:`ENCODINGS`).
     """
 
-    sampler: str = "tpe"
-    batch: int = 20
-    start: str = "none"
+    sampler: str = ruled(Rule(str, choices=SAMPLERS), "tpe")
+    batch: int = ruled(at_least(1), 20)
+    start: str = ruled(start_rule(OPTUNA_STARTS), "none")
     storage: str | None = None
-    encoding: str = "auto"
+    encoding: str = ruled(Rule(str, choices=ENCODINGS), "auto")
 
 
 @register_agent("optuna")
@@ -96,10 +96,7 @@ class OptunaAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(OptunaOptions, cfg)
-        check_positive(self.name, batch=o.batch)
-        check_choice(self.name, "sampler", o.sampler, SAMPLERS)
-        check_choice(self.name, "encoding", o.encoding, ENCODINGS)
-        self.start = check_start(self.name, "start", o.start, OPTUNA_STARTS)
+        self.start = resolve_start(o.start)
         self.storage_path = self._storage_path(o.storage)
         self.optuna = import_optuna()
         self.seed = int(self.rng.integers(0, 2**31 - 1))

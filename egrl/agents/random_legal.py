@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from egrl.agents import register_agent
-from egrl.agents.options import check_positive, parse_options
+from egrl.agents.options import parse_options
 from egrl.agents.tpu_game import GameAgent
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, ruled
 from hwmodels.tpu.search import random_play
 
 
@@ -30,7 +31,7 @@ class RandomLegalOptions:
         batch: games per generation (only the grain of metrics.csv and checkpoints).
     """
 
-    batch: int = 8
+    batch: int = ruled(at_least(1), 8)
 
 
 @register_agent("random-legal")
@@ -40,7 +41,6 @@ class RandomLegalPlay(GameAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(RandomLegalOptions, cfg)
-        check_positive(self.name, batch=self.options.batch)
 
     def step(self) -> dict:
         n = min(self.options.batch, self.ledger.remaining)

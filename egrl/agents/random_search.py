@@ -15,9 +15,10 @@ from pathlib import Path
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import check_positive, parse_options
+from egrl.agents.options import parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, ruled
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class RandomOptions:
             paper's 4000-iteration budget (40 rows).
     """
 
-    batch: int = 100
+    batch: int = ruled(at_least(1), 100)
 
 
 @register_agent("random")
@@ -43,7 +44,6 @@ class RandomSearch(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(RandomOptions, cfg)
-        check_positive(self.name, batch=self.options.batch)
 
     def step(self) -> dict:
         count = min(self.options.batch, self.ledger.remaining)

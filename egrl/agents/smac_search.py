@@ -33,15 +33,10 @@ from egrl.agents import register_agent
 from egrl.agents.ask_tell import AskTellHistory
 from egrl.agents.base import SearchAgent
 from egrl.agents.decisions import Decisions
-from egrl.agents.options import (
-    STARTS,
-    check_positive,
-    check_start,
-    parse_options,
-    start_mappings,
-)
+from egrl.agents.options import STARTS, parse_options, resolve_start, start_mappings, start_rule
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import at_least, ruled
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +58,9 @@ class SmacOptions:
             initial design as its first configuration.
     """
 
-    batch: int = 20
-    n_initial: int = 20
-    start: str = "none"
+    batch: int = ruled(at_least(1), 20)
+    n_initial: int = ruled(at_least(1), 20)
+    start: str = ruled(start_rule(SMAC_STARTS), "none")
 
 
 def import_smac():
@@ -146,8 +141,7 @@ class SmacAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(SmacOptions, cfg)
-        check_positive(self.name, batch=o.batch, n_initial=o.n_initial)
-        self.start = check_start(self.name, "start", o.start, SMAC_STARTS)
+        self.start = resolve_start(o.start)
         self.smac_module = import_smac()
         self.seed = int(self.rng.integers(0, 2**31 - 1))
         self.start_map = None  # int64 [N, H]; None: SMAC's initial design alone

@@ -33,9 +33,10 @@ import torch
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
 from egrl.agents.egrl.transfer import check_compatible, list_snapshots
-from egrl.agents.options import check_choice, check_positive, option_error, parse_options
+from egrl.agents.options import option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import Rule, at_least, ruled
 from policies.categorical import sample_maps, to_numpy_maps
 from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
 
@@ -55,9 +56,9 @@ class ZeroShotOptions:
     """
 
     policy: str | None = None
-    kind: str = "learner"
-    batch: int = 100
-    max_draw_factor: int = 10
+    kind: str = ruled(Rule(str, choices=POLICY_KINDS), "learner")
+    batch: int = ruled(at_least(1), 100)
+    max_draw_factor: int = ruled(at_least(1), 10)
 
 
 def resolve_snapshot(agent: str, path: str | Path | None) -> Snapshot:
@@ -91,8 +92,6 @@ class ZeroShot(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(ZeroShotOptions, cfg)
-        check_positive(self.name, batch=o.batch, max_draw_factor=o.max_draw_factor)
-        check_choice(self.name, "kind", o.kind, POLICY_KINDS)
         self.snapshot = resolve_snapshot(self.name, o.policy)
         self._load_policy()
         self.draws = 0

@@ -44,7 +44,7 @@ from egrl.config import ScreenConfig, config_problems, problem
 from egrl.loggers import logger_problems
 from egrl.optuna_study import sweeper_problems
 from egrl.runtime.base import RuntimeConfig
-from egrl.screening.base import AUTO, CRITIC_MODELS, NAMES
+from egrl.screening.capability import Refusal, refusal, requested_search
 from egrl.screening.earlier import EarlierRunError, as_paths, foreign_problem, read_configs
 from egrl.screening.models import MODELS
 from egrl.screening.rules import option_problems
@@ -136,37 +136,24 @@ def runtime_problems(task: dict) -> list[str]:
 def screen_problems(task: dict) -> list[str]:
     """The screen model's own options (``screen.trees``, ...) and its earlier runs
     (``screen.init_from``), one line each (the section's common keys are in the option
-    table); an agent that does not screen, or has no critic for ``screen=critic``, is
-    refused with one line."""
+    table); what the agent cannot do with the screen is refused with one line
+    (:func:`egrl.screening.capability.refusal`, with the agents that can)."""
     screen = dict(task.get("screen") or {})
     name = screen.get("name", "none")
-    search = screen.get("search") or 0
-    if search == AUTO:  # the agent's own default (none without a model): never refused
-        search = 0
-    if name == "none" and search:
-        return [model_search_without_model(search)]
-    if name not in MODELS:
-        return []
+    if name != "none" and name not in MODELS:
+        return []  # an unknown model: the option table names the models
     section = dict(task.get("agent") or {})
     agent = section.get("name")
     try:
-        if not agent_class(agent).screens:
-            return [screen_refusal(name, agent)]
-        if name in CRITIC_MODELS and not agent_class(agent).has_critic(section):
-            return [critic_refusal(name, agent)]
-        if (
-            search
-            and not isinstance(search, bool)
-            and not agent_class(agent).searches_model(section)
-        ):
-            can = configured_agents("searches_model")
-            how = " as configured" if agent in can else ""
-            return [
-                f"screen.search={search} is invalid: agent {agent!r} cannot search the model"
-                f"{how} (agents that can: {', '.join(can)})"
-            ]
+        why = refusal(
+            agent_class(agent), agent, name, requested_search(screen.get("search", 0)), section
+        )
     except KeyError:
-        pass  # an unknown agent is refused where the agent is built
+        why = None  # an unknown agent is refused where the agent is built
+    if why is not None:
+        return [why.line() + can_hint(why, agent)]
+    if name == "none":
+        return []
     common = {f.name for f in fields(ScreenConfig)} - {"options"}
     options = {k: v for k, v in screen.items() if k not in common}
     problems = option_problems(name, {**dict(screen.get("options") or {}), **options})
@@ -175,22 +162,26 @@ def screen_problems(task: dict) -> list[str]:
     return problems
 
 
-def model_search_without_model(search) -> str:
-    """The line that refuses ``screen.search`` without a screen (``screen=none``)."""
-    models = [n for n in NAMES if n != "none"]
-    return (
-        f"screen.search={search} is invalid: screen=none has no model to search "
-        f"(choose one: screen={'|'.join(models)})"
-    )
+#: a refusal's ability -> how the agents that have it are named
+CAN = {
+    "screens": "agents that do",
+    "has_critic": "agents with one",
+    "searches_model": "agents that can",
+}
 
 
-def screen_refusal(screen: str, agent: str) -> str:
-    """The line that refuses ``screen`` for an agent that does not screen its proposals."""
-    screening = [n for n in names() if agent_class(n).screens]
-    return (
-        f"screen={screen} is invalid: agent {agent!r} does not screen its proposals "
-        f"(agents that do: {', '.join(screening)})"
-    )
+def can_hint(why: Refusal, agent: str) -> str:
+    """What the command line adds to a refusal: the agents that can, as their configs
+    (``configs/agent/<name>.yaml``) set them up (``as configured`` where the agent is
+    one of them but was configured without it)."""
+    if not why.ability:
+        return ""
+    if why.ability == "screens":
+        can = [n for n in names() if agent_class(n).screens]
+    else:
+        can = configured_agents(why.ability)
+    how = " as configured" if agent in can else ""
+    return f"{how} ({CAN[why.ability]}: {', '.join(can)})"
 
 
 def configured_agents(ability: str) -> list[str]:
@@ -207,23 +198,6 @@ def configured_agents(ability: str) -> list[str]:
         if getattr(agent_class(name), ability)(section):
             out.append(name)
     return out
-
-
-def critic_agents() -> list[str]:
-    """The agents that have a critic as configured by default: those ``screen=critic`` is for."""
-    return configured_agents("has_critic")
-
-
-def critic_refusal(screen: str, agent: str) -> str:
-    """The line that refuses a critic screen (``screen=critic``) for an agent without a
-    critic: the ones with a critic as configured by default are named (an agent among
-    them was configured without it)."""
-    with_one = critic_agents()
-    how = " as configured" if agent in with_one else ""
-    return (
-        f"screen={screen} is invalid: agent {agent!r} has no critic{how} "
-        f"(agents with one: {', '.join(with_one)})"
-    )
 
 
 def earlier_run_problems(task: dict) -> list[str]:

@@ -68,7 +68,7 @@ from egrl.agents.egrl.init_from import check_fits, load_into, read_policy
 from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
 from egrl.agents.egrl.warm_start import warm_start
-from egrl.agents.options import check_start, option_error, parse_options, start_mappings
+from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
 from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
@@ -77,6 +77,7 @@ from egrl.record import Reading
 from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from egrl.screening.critic import LearnerCritic
+from egrl.validation import Rule, at_least, ruled
 from policies import GraphUNetActor, seeded_init
 from policies.categorical import to_numpy_maps
 from policies.snapshot import StoredPolicy, write_snapshot
@@ -90,8 +91,9 @@ __all__ = ["LEARNER", "TIMING_COLUMNS", "EGRLAgent"]
 LEARNER = "learner"
 #: replay-buffer source of the compiler's repairs of invalid maps (``learner.store_repaired``)
 REPAIRED = "repaired"
-#: values of ``agent.overlap``: ``auto`` overlaps when the runtime measures out of process
-OVERLAP = ("auto", True, False)
+#: values of ``agent.overlap``: true, false or ``auto`` (overlap when the runtime measures
+#: out of process)
+OVERLAP = Rule(bool, words=("auto",))
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,10 @@ class EGRLOptions:
             generation), or ``auto``: overlap when the runtime measures out of process.
     """
 
-    start: str = "initial"
-    start_gnns: int = 2
-    start_steps: int = 500
-    overlap: str | bool = "auto"
+    start: str = ruled(start_rule(), "initial")
+    start_gnns: int = ruled(at_least(0), 2)
+    start_steps: int = ruled(at_least(0), 500)
+    overlap: str | bool = ruled(OVERLAP, "auto")
 
 
 @register_agent("egrl", "ea", "pg")
@@ -251,15 +253,7 @@ class EGRLAgent(SearchAgent):
                     LearnerCritic(learners, self.graph, self._lead_learner)
                 )
         self.options = parse_options(EGRLOptions, cfg)
-        self.start = check_start(self.name, "start", self.options.start)
-        for key in ("start_gnns", "start_steps"):
-            if getattr(self.options, key) < 0:
-                raise option_error(self.name, f"option {key} must be >= 0")
-        if self.options.overlap not in OVERLAP:
-            raise option_error(
-                self.name,
-                f"option overlap must be auto, true or false, got {self.options.overlap!r}",
-            )
+        self.start = resolve_start(self.options.start)
         if cfg.init_from:
             self._init_from(read_policy(cfg.init_from))
         if self.start != "initial":

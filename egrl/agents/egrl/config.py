@@ -1,11 +1,14 @@
 """EGRL's configuration: the agent section and the policy, population and learner sections
-it owns, with their rules.
+it owns, each field with its rule (:func:`egrl.validation.ruled`).
 
 ``configs/agent/egrl.yaml`` (and ``ea.yaml``, ``pg.yaml``) pull the ``policy``,
 ``population`` and ``learner`` groups into a run's config; other agents' runs have none of
 them. :meth:`EGRLConfig.from_mapping` builds the agent's config from a run's nested mapping
 (those sections at its top level, as Hydra composes them). Defaults are the values of
-Table 2 of the EGRL paper (Khadka et al., arXiv:2007.07298, 2020).
+Table 2 of the EGRL paper (Khadka et al., arXiv:2007.07298, 2020). :data:`EGRLConfig.RULES`,
+the table ``egrl-train`` and :func:`egrl.config.from_mapping` check a run's values against,
+is read from the fields' rules (the learner's SAC rules from
+:class:`~egrl.agents.egrl.sac.SACConfig`'s), so each rule is written once.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from egrl.agents.egrl.sac import SACConfig
 from egrl.config import AgentConfig, build_section
-from egrl.validation import FLAG, FRACTION, Rule, at_least, positive
+from egrl.validation import FLAG, FRACTION, Rule, at_least, check_fields, ruled, section_rules
 
 
 @dataclass
@@ -24,19 +27,25 @@ class PolicyConfig:
     """Graph U-Net actor and twin-Q critic sizes (Table 2); the critic's width and depth
     are the learner's ``critic_hidden`` and ``critic_depth`` where set."""
 
-    hidden: int = 128
-    out: int = 128
-    depth: int = 4
-    heads: int = 4
+    hidden: int = ruled(at_least(1), 128)
+    out: int = ruled(at_least(1), 128)
+    depth: int = ruled(at_least(1), 4)
+    heads: int = ruled(at_least(1), 4)
+
+    def __post_init__(self) -> None:
+        check_fields(self, prefix="policy.")
 
 
 @dataclass
 class PopulationConfig:
     """Mixed population; keys beyond ``size`` and ``boltzmann_fraction`` go to ``MixedPopulation``."""
 
-    size: int = 20
-    boltzmann_fraction: float = 0.2
+    size: int = ruled(at_least(1), 20)
+    boltzmann_fraction: float = ruled(FRACTION, 0.2)
     options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_fields(self, prefix="population.")
 
 
 @dataclass
@@ -66,15 +75,18 @@ class LearnerConfig(SACConfig):
     docs/learner.md, "Speed").
     """
 
-    num_learners: int = 1
-    rollouts: int = 1
-    clean_rollouts: int = 1
-    buffer_size: int = 100_000
-    gradient_ratio: float = 0.1
-    burn_in: int = 48
-    ucb_c: float = 1.0
-    store_repaired: bool = False
-    update_on: str = "paid"
+    num_learners: int = ruled(at_least(1), 1)
+    rollouts: int = ruled(at_least(0), 1)
+    clean_rollouts: int = ruled(at_least(0), 1)
+    buffer_size: int = ruled(at_least(1), 100_000)
+    gradient_ratio: float = ruled(at_least(0, float), 0.1)
+    burn_in: int = ruled(at_least(0), 48)
+    ucb_c: float = ruled(at_least(0, float), 1.0)
+    store_repaired: bool = ruled(FLAG, False)
+    update_on: str = ruled(Rule(str, choices=("paid", "proposal")), "paid")
+
+    def __post_init__(self) -> None:
+        check_fields(self, prefix="learner.")
 
 
 @dataclass
@@ -87,61 +99,19 @@ class EGRLConfig(AgentConfig):
     """
 
     name: str = "egrl"
-    use_population: bool = True
-    use_learner: bool = True
-    migration: bool = True
-    migration_every: int = 1
+    use_population: bool = ruled(FLAG, True)
+    use_learner: bool = ruled(FLAG, True)
+    migration: bool = ruled(FLAG, True)
+    migration_every: int = ruled(at_least(1), 1)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     population: PopulationConfig = field(default_factory=PopulationConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
 
-    #: dotted key -> rule for the keys this config owns (checked before a run starts)
-    RULES = {
-        "agent.use_population": FLAG,
-        "agent.use_learner": FLAG,
-        "agent.migration": FLAG,
-        "agent.migration_every": at_least(1),
-        "policy.hidden": at_least(1),
-        "policy.out": at_least(1),
-        "policy.depth": at_least(1),
-        "policy.heads": at_least(1),
-        "population.size": at_least(1),
-        "population.boltzmann_fraction": FRACTION,
-        "learner.num_learners": at_least(1),
-        "learner.rollouts": at_least(0),
-        "learner.clean_rollouts": at_least(0),
-        "learner.buffer_size": at_least(1),
-        "learner.gradient_ratio": at_least(0, float),
-        "learner.burn_in": at_least(0),
-        "learner.ucb_c": at_least(0, float),
-        "learner.gamma": FRACTION,
-        "learner.lr_actor": positive(),
-        "learner.lr_critic": positive(),
-        "learner.lr_alpha": positive(),
-        "learner.alpha": Rule(float, low=0, words=("auto",)),
-        "learner.alpha_init": positive(),
-        "learner.target_entropy_ratio": FRACTION,
-        "learner.entropy_reduction": Rule(str, choices=("sum", "mean")),
-        "learner.reward_norm": Rule(str, choices=("buffer", "none")),
-        "learner.store_repaired": FLAG,
-        "learner.update_on": Rule(str, choices=("paid", "proposal")),
-        "learner.tau": Rule(float, low=0, high=1, low_open=True),
-        "learner.reward_scale": positive(),
-        "learner.reward_shift": Rule(float),
-        "learner.batch_size": at_least(1),
-        "learner.action_noise_std": at_least(0, float),
-        "learner.action_noise_clip": at_least(0, float),
-        "learner.clamp_noisy_action": FLAG,
-        "learner.noise_std": at_least(0, float),
-        "learner.actor_action": Rule(str, choices=("probs", "argmax_probs")),
-        "learner.target_actor": FLAG,
-        "learner.grad_clip_norm": Rule(float, low=0, low_open=True, optional=True),
-        "learner.shared_critic_encoder": FLAG,
-        "learner.critic_hidden": Rule(int, low=1, optional=True),
-        "learner.critic_depth": Rule(int, low=1, optional=True),
-    }
     #: the run config's top-level sections this config owns
     SECTIONS = {"policy": PolicyConfig, "population": PopulationConfig, "learner": LearnerConfig}
+
+    def __post_init__(self) -> None:
+        check_fields(self, prefix="agent.")
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> EGRLConfig:
@@ -151,3 +121,15 @@ class EGRLConfig(AgentConfig):
         for key, section in cls.SECTIONS.items():
             setattr(agent, key, build_section(section, dict(cfg.get(key) or {})))
         return agent
+
+
+#: dotted key -> rule for the keys EGRL's config owns (checked before a run starts): its
+#: agent section's fields and its sections' (:data:`EGRLConfig.SECTIONS`)
+EGRLConfig.RULES = {
+    **section_rules(EGRLConfig, "agent"),
+    **{
+        key: rule
+        for section, cls in EGRLConfig.SECTIONS.items()
+        for key, rule in section_rules(cls, section).items()
+    },
+}

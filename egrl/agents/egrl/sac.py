@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from egrl.validation import FLAG, FRACTION, Rule, at_least, check_fields, positive, ruled
 from policies import GraphUNetActor, TwinQCritic
 from policies.base import seeded_init
 from policies.categorical import choice_mask
@@ -73,13 +74,18 @@ class SACConfig:
     ``entropy_reduction="sum"``, ``reward_norm="buffer"`` and ``reward_scale=1``; EGRL's
     values are ``alpha=0.05``, ``"mean"``, ``"none"`` and ``5`` (``configs/learner/sac-paper.yaml``).
 
+    Every field carries its rule (:func:`egrl.validation.ruled`): a value out of range
+    raises :class:`~egrl.validation.ConfigError` (a ``ValueError``) naming the field, the
+    value and what is allowed; EGRL's config reads the same rules for its ``learner``
+    section (:class:`egrl.agents.egrl.config.EGRLConfig`).
+
     Attributes:
         gamma: discount (Table 2: 0.99); unused when every episode is one step.
         lr_actor: actor Adam learning rate (Table 2: 1e-3).
         lr_critic: critic Adam learning rate (Table 2: 1e-3).
         alpha: entropy coefficient: a number (fixed; Table 2: 0.05) or ``"auto"`` (learned
             towards ``target_entropy_ratio``, starting from ``alpha_init``).
-        alpha_init: the learned temperature's first value.
+        alpha_init: the learned temperature's first value, > 0 (``log(alpha)`` is learned).
         target_entropy_ratio: target entropy of one decision as a fraction of the
             uniform decision's (``mean_h log C_h``).
         lr_alpha: Adam learning rate of ``log(alpha)`` when learned.
@@ -87,7 +93,11 @@ class SACConfig:
             actor loss and the Bellman target (EGRL: ``"mean"``).
         reward_norm: ``"buffer"``: standardise rewards with the mean and std of the
             rewards held in the replay buffer before scaling; ``"none"``: raw rewards.
-        tau: soft target update rate (Table 2: 1e-3).
+        tau: soft target update rate (Table 2: 1e-3), in ``(0, 1]``: Appendix B's
+            "Double-Q network synchronization rate", the coefficient of Algorithm 2 line
+            30's ``theta' <- tau theta + (1 - tau) theta'`` (SAC's soft update, Haarnoja
+            et al. 2018). ``tau = 1`` copies the online networks; ``tau = 0`` would
+            freeze the targets at their first weights, no update at all, so it is refused.
         reward_scale: multiplier ``k`` of rewards in the Bellman target (Table 2: 5).
         reward_shift: added to rewards before scaling (0 in the paper).
         batch_size: transitions per update (Table 2: 24).
@@ -110,58 +120,33 @@ class SACConfig:
             ``policy.depth``: Table 2's 4). Only :meth:`SACDiscrete.build` reads it.
     """
 
-    gamma: float = 0.99
-    lr_actor: float = 1e-3
-    lr_critic: float = 1e-3
-    alpha: float | str = "auto"
-    alpha_init: float = 0.05
-    target_entropy_ratio: float = 0.5
-    lr_alpha: float = 1e-2
-    entropy_reduction: str = "sum"
-    reward_norm: str = "buffer"
-    tau: float = 1e-3
-    reward_scale: float = 1.0
-    reward_shift: float = 0.0
-    batch_size: int = 24
-    action_noise_std: float = 0.2
-    action_noise_clip: float = 0.5
-    clamp_noisy_action: bool = True
-    noise_std: float = 0.3
-    actor_action: str = "probs"
-    target_actor: bool = True
-    grad_clip_norm: float | None = 5.0
-    shared_critic_encoder: bool = True
-    critic_hidden: int | None = None
-    critic_depth: int | None = None
+    gamma: float = ruled(FRACTION, 0.99)
+    lr_actor: float = ruled(positive(), 1e-3)
+    lr_critic: float = ruled(positive(), 1e-3)
+    alpha: float | str = ruled(Rule(float, low=0, words=("auto",)), "auto")
+    alpha_init: float = ruled(positive(), 0.05)
+    target_entropy_ratio: float = ruled(FRACTION, 0.5)
+    lr_alpha: float = ruled(positive(), 1e-2)
+    entropy_reduction: str = ruled(Rule(str, choices=ENTROPY_REDUCTIONS), "sum")
+    reward_norm: str = ruled(Rule(str, choices=REWARD_NORMS), "buffer")
+    tau: float = ruled(Rule(float, low=0, high=1, low_open=True), 1e-3)
+    reward_scale: float = ruled(positive(), 1.0)
+    reward_shift: float = ruled(Rule(float), 0.0)
+    batch_size: int = ruled(at_least(1), 24)
+    action_noise_std: float = ruled(at_least(0, float), 0.2)
+    action_noise_clip: float = ruled(at_least(0, float), 0.5)
+    clamp_noisy_action: bool = ruled(FLAG, True)
+    noise_std: float = ruled(at_least(0, float), 0.3)
+    actor_action: str = ruled(Rule(str, choices=ACTOR_ACTIONS), "probs")
+    target_actor: bool = ruled(FLAG, True)
+    grad_clip_norm: float | None = ruled(Rule(float, low=0, low_open=True, optional=True), 5.0)
+    shared_critic_encoder: bool = ruled(FLAG, True)
+    critic_hidden: int | None = ruled(Rule(int, low=1, optional=True), None)
+    critic_depth: int | None = ruled(Rule(int, low=1, optional=True), None)
 
     def __post_init__(self) -> None:
-        if self.actor_action not in ACTOR_ACTIONS:
-            raise ValueError(
-                f"actor_action must be one of {ACTOR_ACTIONS}, got {self.actor_action!r}"
-            )
-        if not 0.0 <= self.tau <= 1.0:
-            raise ValueError(f"tau must be in [0, 1], got {self.tau}")
-        if isinstance(self.alpha, str) and self.alpha != "auto":
-            raise ValueError(f"alpha must be a number >= 0 or 'auto', got {self.alpha!r}")
-        if self.autotune_alpha and self.alpha_init <= 0.0:
-            raise ValueError("alpha_init must be > 0 when alpha is 'auto' (log(alpha) is learned)")
-        if self.entropy_reduction not in ENTROPY_REDUCTIONS:
-            raise ValueError(
-                f"entropy_reduction must be one of {ENTROPY_REDUCTIONS}, "
-                f"got {self.entropy_reduction!r}"
-            )
-        if self.reward_norm not in REWARD_NORMS:
-            raise ValueError(f"reward_norm must be one of {REWARD_NORMS}, got {self.reward_norm!r}")
-        for name in ("action_noise_std", "action_noise_clip", "noise_std", "alpha_init"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("critic_hidden", "critic_depth"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
-
-        if not self.autotune_alpha and self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        """Check every field against its rule (:func:`egrl.validation.check_fields`)."""
+        check_fields(self)
 
     @property
     def autotune_alpha(self) -> bool:

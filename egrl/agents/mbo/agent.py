@@ -28,7 +28,6 @@ pays fresh maps the compiler accepts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,103 +38,14 @@ from egrl.agents.annealing import neighbours
 from egrl.agents.base import SCREEN_PHASE, SearchAgent
 from egrl.agents.egrl.config import PolicyConfig
 from egrl.agents.mbo.bandit import SearcherBandit
+from egrl.agents.mbo.options import MBOOptions
 from egrl.agents.mbo.searchers import SEARCHERS, Context
-from egrl.agents.options import option_error, parse_options
+from egrl.agents.options import parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.ledger import CHECK_PHASE
-from egrl.screening.base import AUTO
 from egrl.validation import ConfigError
 from policies import GraphUNetActor
-
-#: what the search does with a map the compiler refuses (``agent.refused``)
-REFUSED = ("repair", "drop")
-
-
-@dataclass(frozen=True)
-class MBOOptions:
-    """Parameters of ``agent=mbo`` (``configs/agent/mbo.yaml``).
-
-    Attributes:
-        depth: model calls per round (per paid batch), the starts included, >= 1.
-        batch: maps paid per round, >= 1.
-        steps: lock-step moves of the searchers per round, >= 1.
-        searchers: names of :data:`~egrl.agents.mbo.searchers.SEARCHERS`, at least one.
-        elites: the largest share of a searcher's starts taken from the best paid maps,
-            in ``[0, 1]``; the rest are fresh maps.
-        check: ask the target's compiler about every map the search makes (``False``:
-            the model alone).
-        refused: what the search does with a map the compiler refuses: ``drop`` (score it
-            ``-inf``, never pay it) or ``repair`` (keep its repair instead; repairs pile
-            up on the plateau of maps that read the compiler's own latency, and the search
-            stalls there: on the example chip, 1.0000 against 1.2986 with ``drop``).
-        trust_radius: None, or the most (unit, head) entries a scored map may differ in
-            from the nearest of the best paid maps.
-        min_share: the least share of the model calls a searcher gets each round.
-        discount: the weight of past rounds in the bandit's counts, in ``(0, 1]``.
-        spacing: the fewest (unit, head) entries in which two maps of a paid batch differ,
-            >= 1 (1: any two distinct maps).
-        gnn_width, gnn_depth: the ``egrl`` searcher's Graph U-Net policies: node
-            embedding width (hidden and output) and depth (a quarter of the EA's width
-            and half its depth: its GNNs are never trained, only evolved, and cost a
-            third as much).
-    """
-
-    depth: int = 1000
-    batch: int = 20
-    steps: int = 10
-    searchers: list[str] = field(default_factory=lambda: ["egrl"])
-    elites: float = 0.2
-    check: bool = True
-    refused: str = "drop"
-    trust_radius: int | None = None
-    min_share: float = 0.1
-    discount: float = 0.8
-    spacing: int = 1
-    gnn_width: int = 32
-    gnn_depth: int = 2
-
-
-def check_options(o: MBOOptions, cfg: TrainConfig) -> None:
-    """Raise :class:`~egrl.validation.ConfigError` (one line, naming the key and what is
-    allowed) for a bad option or a screen ``agent=mbo`` cannot search."""
-    name = "mbo"
-    for key in ("depth", "batch", "steps", "gnn_width", "gnn_depth"):
-        value = getattr(o, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise option_error(name, f"option {key} must be an integer >= 1, got {value!r}")
-    unknown = [s for s in o.searchers if s not in SEARCHERS]
-    if unknown or not o.searchers:
-        raise option_error(
-            name,
-            f"option searchers={list(o.searchers)} is invalid: expected a non-empty list of "
-            f"{sorted(SEARCHERS)}",
-        )
-    if o.refused not in REFUSED:
-        raise option_error(name, f"option refused must be one of {REFUSED}, got {o.refused!r}")
-    if not 0 <= o.elites <= 1:
-        raise option_error(name, f"option elites must be in [0, 1], got {o.elites!r}")
-    if o.trust_radius is not None and not int(o.trust_radius) >= 1:
-        raise option_error(name, f"option trust_radius must be >= 1 or null, got {o.trust_radius}")
-    if not 0 <= o.min_share <= 1 / len(o.searchers):
-        raise option_error(
-            name, f"option min_share must be in [0, 1/{len(o.searchers)}], got {o.min_share!r}"
-        )
-    if isinstance(o.spacing, bool) or not isinstance(o.spacing, int) or o.spacing < 1:
-        raise option_error(name, f"option spacing must be an integer >= 1, got {o.spacing!r}")
-    if not 0 < o.discount <= 1:
-        raise option_error(name, f"option discount must be in (0, 1], got {o.discount!r}")
-    if cfg.screen.name == "none":
-        raise ConfigError(
-            ["screen=none is invalid for agent 'mbo': it searches a model (screen=forest|gnn)"]
-        )
-    if cfg.screen.search not in (AUTO, 0):
-        raise ConfigError(
-            [
-                f"screen.search={cfg.screen.search} is invalid for agent 'mbo': its depth of "
-                "search is agent.depth (model calls per paid batch)"
-            ]
-        )
 
 
 def spaced(maps: np.ndarray, order: np.ndarray, count: int, spacing: int) -> np.ndarray:
@@ -169,10 +79,10 @@ class ModelBasedAgent(SearchAgent):
     """Model-based optimisation over every searcher (see the module docstring)."""
 
     screens = True
+    needs_model = "agent.depth (model calls per paid batch)"
 
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         o = self.options = parse_options(MBOOptions, cfg)
-        check_options(o, cfg)
         target = env.target
         if not target.checks and not target.description_names and cfg.screen.prior is None:
             raise ConfigError(

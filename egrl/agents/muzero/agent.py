@@ -38,7 +38,7 @@ from threadpoolctl import threadpool_limits
 
 from egrl.agents import register_agent
 from egrl.agents.muzero.batched import LearnedBatch, TrueBatch, batched_search, represent_batch
-from egrl.agents.muzero.encode import Encoder, EncoderSpec
+from egrl.agents.muzero.encode import Encoder, EncoderSpec, grid_fits
 from egrl.agents.muzero.mcts import (
     LearnedModel,
     SearchConfig,
@@ -49,10 +49,11 @@ from egrl.agents.muzero.mcts import (
 )
 from egrl.agents.muzero.networks import MuZeroNet, NumpyHeads
 from egrl.agents.muzero.replay import Batch, Replay, Trajectory
-from egrl.agents.options import check_choice, check_positive, option_error, parse_options
+from egrl.agents.options import option_error, parse_options
 from egrl.agents.tpu_game import GAME_COLUMNS, GameAgent
 from egrl.config import TrainConfig
 from egrl.env import Env
+from egrl.validation import FLAG, FRACTION, Rule, at_least, field_rules, positive, ruled
 from hwmodels.tpu.game import Game
 
 #: planning models of ``agent.dynamics``
@@ -64,6 +65,10 @@ AUTO_PARALLEL_GAMES = 16
 #: searched one by one (:func:`~egrl.agents.muzero.mcts.search` is faster on so few
 #: trees and gives the same visit counts)
 SEARCH_TOGETHER_FROM = {"learned": 7, "true": 3}
+
+
+#: the observation's options and their rules (:class:`EncoderSpec`'s own)
+ENCODER = field_rules(EncoderSpec)
 
 
 @dataclass(frozen=True)
@@ -94,32 +99,35 @@ class MuZeroOptions:
             (:class:`~egrl.agents.muzero.encode.EncoderSpec`).
     """
 
-    dynamics: str = "learned"
-    simulations: int = 16
-    discount: float = 0.9999
-    noise_alpha: float = 0.03
-    noise_fraction: float = 0.25
-    init_temperature: float = 1.0
-    final_temperature: float = 0.2
-    temperature_decay_steps: int = 2000
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    replay_size: int = 20000
-    td_steps: int = 10
-    unroll_steps: int = 5
-    updates_per_move: float = 0.1
-    max_updates_per_game: int = 500
-    search_forced: bool = False
-    parallel_games: int | str = "auto"
-    hidden: int = 128
-    latent: int = 64
-    k: int = 5
-    same: int = 5
-    grid: int = 32
-    window: int = 128
-    profile_bins: int = 128
-    supply_window: int = 64
+    dynamics: str = ruled(Rule(str, choices=DYNAMICS), "learned")
+    simulations: int = ruled(at_least(1), 16)
+    discount: float = ruled(Rule(float, low=0, high=1, low_open=True), 0.9999)
+    noise_alpha: float = ruled(positive(), 0.03)
+    noise_fraction: float = ruled(FRACTION, 0.25)
+    init_temperature: float = ruled(positive(), 1.0)
+    final_temperature: float = ruled(at_least(0, float), 0.2)
+    temperature_decay_steps: int = ruled(at_least(1), 2000)
+    batch_size: int = ruled(at_least(1), 64)
+    lr: float = ruled(positive(), 1e-3)
+    weight_decay: float = ruled(at_least(0, float), 1e-4)
+    replay_size: int = ruled(at_least(1), 20000)
+    td_steps: int = ruled(at_least(1), 10)
+    unroll_steps: int = ruled(at_least(1), 5)
+    updates_per_move: float = ruled(at_least(0, float), 0.1)
+    max_updates_per_game: int = ruled(at_least(0), 500)
+    search_forced: bool = ruled(FLAG, False)
+    parallel_games: int | str = ruled(Rule(int, low=1, words=("auto",)), "auto")
+    hidden: int = ruled(at_least(1), 128)
+    latent: int = ruled(at_least(1), 64)
+    k: int = ruled(ENCODER["k"], 5)
+    same: int = ruled(ENCODER["same"], 5)
+    grid: int = ruled(ENCODER["grid"], 32)
+    window: int = ruled(ENCODER["window"], 128)
+    profile_bins: int = ruled(ENCODER["profile_bins"], 128)
+    supply_window: int = ruled(ENCODER["supply_window"], 64)
+
+    #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
+    RELATIONS = (grid_fits,)
 
 
 def select_action(visits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
@@ -202,27 +210,6 @@ class MuZeroAgent(GameAgent):
         if o.dynamics is True:  # `agent.dynamics=true` reaches us as YAML's boolean
             o = replace(o, dynamics="true")
         self.options = o
-        check_choice(self.name, "dynamics", o.dynamics, DYNAMICS)
-        check_positive(
-            self.name,
-            simulations=o.simulations,
-            discount=o.discount,
-            noise_alpha=o.noise_alpha,
-            init_temperature=o.init_temperature,
-            temperature_decay_steps=o.temperature_decay_steps,
-            batch_size=o.batch_size,
-            lr=o.lr,
-            replay_size=o.replay_size,
-            td_steps=o.td_steps,
-            unroll_steps=o.unroll_steps,
-            hidden=o.hidden,
-            latent=o.latent,
-        )
-        for key in ("noise_fraction", "final_temperature", "weight_decay", "updates_per_move"):
-            if getattr(o, key) < 0:
-                raise option_error(self.name, f"option {key} must be >= 0")
-        if not 0 <= o.noise_fraction <= 1 or o.discount > 1:
-            raise option_error(self.name, "noise_fraction must be in [0, 1] and discount in (0, 1]")
         spec = EncoderSpec(o.k, o.same, o.grid, o.window, o.profile_bins, o.supply_window)
         self.encoder = Encoder(self.program, spec)
         with torch.random.fork_rng(devices=[]):
@@ -252,10 +239,6 @@ class MuZeroAgent(GameAgent):
         g = o.parallel_games
         if g == "auto":
             return max(1, min(AUTO_PARALLEL_GAMES, o.replay_size // n))
-        if isinstance(g, bool) or not isinstance(g, int) or g < 1:
-            raise option_error(
-                self.name, f"option parallel_games must be an integer >= 1 or 'auto', got {g!r}"
-            )
         if g > 1 and g * n > o.replay_size:
             raise option_error(
                 self.name,

@@ -24,9 +24,11 @@ itself, its placements, current benefit, CMEM records and supply, is asked game 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from egrl.validation import at_least, check_fields, ruled
 from hwmodels.tpu.game import ACTIONS, Game
 from hwmodels.tpu.observe import observe
 from hwmodels.tpu.params import PS_PER_S
@@ -36,6 +38,14 @@ from hwmodels.tpu.program import Program
 ROW = 12
 #: clip of relative times, in windows
 TIME_CLIP = 8.0
+
+
+def grid_fits(spec: EncoderSpec | Any) -> str | None:
+    """Why ``spec.grid`` (an :class:`EncoderSpec`'s or the agent's option) is not a multiple
+    of 4 (the networks halve it twice), or None."""
+    if spec.grid % 4:
+        return f"grid={spec.grid} is invalid: expected a multiple of 4"
+    return None
 
 
 @dataclass(frozen=True)
@@ -52,12 +62,15 @@ class EncoderSpec:
         supply_window: steps of the supply profile.
     """
 
-    k: int = 5
-    same: int = 5
-    grid: int = 32
-    window: int = 128
-    profile_bins: int = 128
-    supply_window: int = 64
+    k: int = ruled(at_least(1), 5)
+    same: int = ruled(at_least(1), 5)
+    grid: int = ruled(at_least(1), 32)
+    window: int = ruled(at_least(1), 128)
+    profile_bins: int = ruled(at_least(1), 128)
+    supply_window: int = ruled(at_least(1), 64)
+
+    #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
+    RELATIONS = (grid_fits,)
 
     @property
     def vector_size(self) -> int:
@@ -66,12 +79,7 @@ class EncoderSpec:
         return rows * ROW + self.profile_bins + self.supply_window + 3 * 4 + 4
 
     def __post_init__(self) -> None:
-        for name in ("k", "same", "grid", "window", "profile_bins", "supply_window"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"encoder {name} must be an integer >= 1, got {value!r}")
-        if self.grid % 4:
-            raise ValueError(f"encoder grid must be a multiple of 4, got {self.grid}")
+        check_fields(self, prefix="encoder ")
 
 
 class Encoder:

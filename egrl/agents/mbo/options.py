@@ -1,0 +1,80 @@
+"""The parameters of ``agent=mbo`` (``configs/agent/mbo.yaml``), each with its rule.
+
+:func:`egrl.agents.options.parse_options` fills :class:`MBOOptions` from the run's agent
+section and checks every value against the rule its field carries
+(:func:`egrl.validation.ruled`), then the share of the bandit against the searchers
+(:data:`MBOOptions.RELATIONS`). What ``agent=mbo`` needs of the screen (a model, and no
+``screen.search``: its depth of search is ``depth``) is the screen's capability check's
+(:mod:`egrl.screening.capability`, from the agent class's ``needs_model``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egrl.agents.mbo.searchers import SEARCHERS
+from egrl.validation import FLAG, FRACTION, Rule, at_least, ruled
+
+#: what the search does with a map the compiler refuses (``agent.refused``)
+REFUSED = ("repair", "drop")
+
+
+def _share_fits(o: MBOOptions) -> str | None:
+    """Why ``min_share`` is more than each searcher can get (``1 / len(searchers)``), or None."""
+    if o.min_share > 1 / len(o.searchers):
+        return (
+            f"min_share={o.min_share} is invalid: expected a number in "
+            f"[0, 1/{len(o.searchers)}] (1 / the number of searchers)"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class MBOOptions:
+    """Parameters of ``agent=mbo`` (``configs/agent/mbo.yaml``).
+
+    Attributes:
+        depth: model calls per round (per paid batch), the starts included, >= 1.
+        batch: maps paid per round, >= 1.
+        steps: lock-step moves of the searchers per round, >= 1.
+        searchers: names of :data:`~egrl.agents.mbo.searchers.SEARCHERS`, at least one.
+        elites: the largest share of a searcher's starts taken from the best paid maps,
+            in ``[0, 1]``; the rest are fresh maps.
+        check: ask the target's compiler about every map the search makes (``False``:
+            the model alone).
+        refused: what the search does with a map the compiler refuses: ``drop`` (score it
+            ``-inf``, never pay it) or ``repair`` (keep its repair instead; repairs pile
+            up on the plateau of maps that read the compiler's own latency, and the search
+            stalls there: on the example chip, 1.0000 against 1.2986 with ``drop``).
+        trust_radius: None, or the most (unit, head) entries a scored map may differ in
+            from the nearest of the best paid maps, >= 1.
+        min_share: the least share of the model calls a searcher gets each round, in
+            ``[0, 1 / len(searchers)]``.
+        discount: the weight of past rounds in the bandit's counts, in ``(0, 1]``.
+        spacing: the fewest (unit, head) entries in which two maps of a paid batch differ,
+            >= 1 (1: any two distinct maps).
+        gnn_width, gnn_depth: the ``egrl`` searcher's Graph U-Net policies: node
+            embedding width (hidden and output) and depth (a quarter of the EA's width
+            and half its depth: its GNNs are never trained, only evolved, and cost a
+            third as much).
+    """
+
+    depth: int = ruled(at_least(1), 1000)
+    batch: int = ruled(at_least(1), 20)
+    steps: int = ruled(at_least(1), 10)
+    searchers: list[str] = ruled(
+        Rule(list, item=Rule(str, choices=tuple(sorted(SEARCHERS)))),
+        default_factory=lambda: ["egrl"],
+    )
+    elites: float = ruled(FRACTION, 0.2)
+    check: bool = ruled(FLAG, True)
+    refused: str = ruled(Rule(str, choices=REFUSED), "drop")
+    trust_radius: int | None = ruled(Rule(int, low=1, optional=True), None)
+    min_share: float = ruled(FRACTION, 0.1)
+    discount: float = ruled(Rule(float, low=0, high=1, low_open=True), 0.8)
+    spacing: int = ruled(at_least(1), 1)
+    gnn_width: int = ruled(at_least(1), 32)
+    gnn_depth: int = ruled(at_least(1), 2)
+
+    #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
+    RELATIONS = (_share_fits,)
