@@ -27,6 +27,7 @@ import numpy as np
 
 from hwmodels.base import PriorSolution, Target
 from hwmodels.nnpi.cpmodel import Additions
+from hwmodels.nnpi.figures import ChipFigures, load_figures
 from hwmodels.nnpi.params import DRAM, FS_PER_S, LEVELS, NNPIParams
 
 if TYPE_CHECKING:
@@ -40,16 +41,21 @@ PRIOR_KEY = "hwmodel.params.prior"
 PRIOR_NAMES = ("nnpi",)
 #: the figures a datasheet may give: :class:`~hwmodels.nnpi.NNPIParams`' fields
 PRIOR_FIELDS = tuple(f.name for f in fields(NNPIParams))
+#: the key of a saved calibration in a datasheet: ``{name: nnpi, calibration: PATH}``
+CALIBRATION_KEY = "calibration"
 #: the largest extra cost of one unit and choice, femtoseconds (the CP model's objective
 #: must stay well inside 64-bit integers)
 MAX_EXTRA_FS = 2**50
 
 
-def check_prior(prior: Mapping, heads: Mapping[str, Sequence[str]]) -> dict[str, float]:
+def check_prior(prior: Mapping, heads: Mapping[str, Sequence[str]]) -> dict[str, float | str]:
     """The NNP-I parameters of a datasheet ``{name: nnpi, sram_mib: 2, ...}``, checked.
 
     Args:
-        prior: ``name`` (one of :data:`PRIOR_NAMES`) and any of :data:`PRIOR_FIELDS`.
+        prior: ``name`` (one of :data:`PRIOR_NAMES`) and any of :data:`PRIOR_FIELDS`;
+            or ``name`` and ``calibration``, the path of a saved calibration
+            (:meth:`hwmodels.nnpi.calibrate.Calibration.save`) whose figures the prior
+            starts from (answered as ``{"calibration": path}``).
         heads: the chip's heads: ``weight`` and ``activation`` whose choices are NNP-I
             levels, DRAM among them (the prior's compiler repairs to DRAM).
 
@@ -66,6 +72,8 @@ def check_prior(prior: Mapping, heads: Mapping[str, Sequence[str]]) -> dict[str,
     if name not in PRIOR_NAMES:
         raise ValueError(f"{PRIOR_KEY}.name={name!r} is unknown: expected one of {PRIOR_NAMES}")
     params = {str(k): v for k, v in prior.items() if k != "name"}
+    if CALIBRATION_KEY in params:
+        return {CALIBRATION_KEY: _check_calibration(params, heads)}
     unknown = sorted(set(params) - set(PRIOR_FIELDS))
     if unknown:
         raise ValueError(
@@ -90,6 +98,27 @@ def check_prior(prior: Mapping, heads: Mapping[str, Sequence[str]]) -> dict[str,
             f"DRAM (the prior repairs a map there), got {dict(heads)}"
         )
     return {key: float(value) for key, value in params.items()}
+
+
+def _check_calibration(params: Mapping, heads: Mapping[str, Sequence[str]]) -> str:
+    """The path of ``{calibration: PATH}``, whose file holds calibrated figures."""
+    path = params[CALIBRATION_KEY]
+    others = sorted(set(params) - {CALIBRATION_KEY})
+    if others:
+        raise ValueError(
+            f"{PRIOR_KEY}.{others[0]} cannot go with {PRIOR_KEY}.{CALIBRATION_KEY}: the "
+            "calibration file holds every figure"
+        )
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{PRIOR_KEY}.{CALIBRATION_KEY} must be a file path, got {path!r}")
+    try:
+        load_figures(path)
+        _, levels = prior_columns(heads)
+    except ValueError as exc:
+        raise ValueError(f"{PRIOR_KEY}.{CALIBRATION_KEY} is invalid: {exc}") from None
+    if not (levels == DRAM).any(axis=1).all():
+        raise ValueError(f"{PRIOR_KEY} is invalid: the heads must offer DRAM, got {dict(heads)}")
+    return path
 
 
 def prior_columns(heads: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,12 +167,23 @@ class NNPIPrior:
         levels: int64 ``[2, K]``: the NNP-I level of each choice of those heads
             (``K`` = the most choices of either; -1 past a head's own choices).
         num_choices: int64 ``[H]``: the choices of each of the external target's heads.
+        figures: the chip's figures beyond NNP-I's parameters (set-up times, compute
+            efficiencies) that ``target``'s costs were built from
+            (:meth:`~hwmodels.nnpi.figures.ChipFigures.bind`); None: ``target.params``
+            alone. Where they are not plain, a solve runs without the exact symmetry and
+            dominance cuts (which assume costs proportional to bytes).
     """
 
     target: NNPITarget
     columns: np.ndarray
     levels: np.ndarray
     num_choices: np.ndarray
+    figures: ChipFigures | None = None
+
+    @property
+    def chip_figures(self) -> ChipFigures:
+        """The figures of this prior's costs (``target.params`` alone if none given)."""
+        return self.figures if self.figures is not None else ChipFigures(self.target.params)
 
     @property
     def description_names(self) -> list[str]:
@@ -304,6 +344,8 @@ class NNPIPrior:
             excluded = self.nnpi_maps(maps[reachable])
         if trust is not None and len(trust) == 0:
             raise ValueError("trust_maps holds no map")
+        if extra_fs is None and not self.chip_figures.plain:  # no cuts: zero extra costs
+            extra_fs = np.zeros((self.target.num_units, 2, len(LEVELS)), dtype=np.int64)
         return Additions(extra_fs=extra_fs, trust_maps=trust, trust_radius=radius, exclude=excluded)
 
     def _choices(self, maps, what: str) -> np.ndarray:
@@ -346,7 +388,7 @@ class NNPIPrior:
         return out
 
 
-def nnpi_prior(target: Target, **params) -> NNPIPrior:
+def nnpi_prior(target: Target, calibration: str | None = None, **params) -> NNPIPrior:
     """The NNP-I model bound to ``target``'s workload, reading ``target``'s maps.
 
     Nothing is measured and the external command is not called: the NNP-I target is
@@ -358,6 +400,8 @@ def nnpi_prior(target: Target, **params) -> NNPIPrior:
     Args:
         target: an :class:`~hwmodels.external.ExternalTarget` (or any target with
             ``heads`` and ``workload``).
+        calibration: the path of a saved calibration (``hwmodel.params.prior``'s
+            ``calibration``): its figures replace ``params``' NNP-I fields.
         **params: NNP-I parameters (:class:`~hwmodels.nnpi.NNPIParams` fields,
             ``native``); the defaults model the EGRL paper's chip.
 
@@ -367,10 +411,23 @@ def nnpi_prior(target: Target, **params) -> NNPIPrior:
     """
     from hwmodels.nnpi import NNPI  # the package: the NNP-I target solves itself here
 
+    if calibration is not None:
+        options = {k: v for k, v in params.items() if k not in PRIOR_FIELDS}
+        return calibrated_prior(target, load_figures(calibration), **options)
     columns, levels = prior_columns(target.heads)
     nnpi = NNPI(**params).bind(target.workload)
     num_choices = np.array([len(c) for c in target.heads.values()], dtype=np.int64)
     return NNPIPrior(nnpi, columns, levels, num_choices)
+
+
+def calibrated_prior(target: Target, figures: ChipFigures, **options) -> NNPIPrior:
+    """The NNP-I model with ``figures`` (set-up times, efficiencies) bound to
+    ``target``'s workload, reading ``target``'s maps (``options``: ``native``,
+    ``native_passes``). Raises ValueError as :func:`nnpi_prior` does."""
+    columns, levels = prior_columns(target.heads)
+    nnpi = figures.bind(target.workload, **options)
+    num_choices = np.array([len(c) for c in target.heads.values()], dtype=np.int64)
+    return NNPIPrior(nnpi, columns, levels, num_choices, figures)
 
 
 def own_prior(target: NNPITarget) -> NNPIPrior:

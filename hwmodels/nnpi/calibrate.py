@@ -1,0 +1,342 @@
+"""Calibrate a chip's NNP-I prior to its readings: bounded least squares on log latency.
+
+The datasheet (:mod:`hwmodels.nnpi.prior`) gives the chip's bandwidths and compute
+rate; the chip's readings say how far they hold. :func:`calibrate` fits, from maps read
+on the chip and their latencies, each level's bandwidth, the compute rate, a set-up time
+per transfer on each level and a compute efficiency per operator class
+(:class:`~hwmodels.nnpi.figures.ChipFigures`) by ``scipy.optimize.least_squares`` with
+bounds on ``log(model) - log(reading)``, starting at the prior's figures and pulled
+towards them: the pull is ``prior_weight * sum(((x - x0) / scale) ** 2)`` beside the
+readings' sum of squares, so its share falls as ``1 / readings``. The calibrated prior
+(:meth:`Calibration.prior`) has per-node costs of the NNP-I form, so
+:meth:`~hwmodels.nnpi.prior.NNPIPrior.solve` solves it exactly as it solves the
+datasheet. What the NNP-I form cannot say (transfers that share a level's bandwidth,
+conflicts between tensors, a weight streamed during the previous layer) stays in the
+residual spread.
+
+>>> cal = calibrate(prior, maps, latency_s)       # maps [B, N, H] as read on the chip
+>>> cal.prior(target).solve(target.native_mapping(), time_limit_s=60)
+>>> cal.save("calibration.json")   # hwmodel.params.prior={name: nnpi, calibration: ...}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from hwmodels.base import Target
+from hwmodels.nnpi.figures import (
+    FORMAT,
+    VECTOR,
+    ChipFigures,
+    host_transfers,
+    load_figures,
+    op_classes,
+)
+from hwmodels.nnpi.params import DRAM, FS_PER_S, LEVELS
+from hwmodels.nnpi.prior import NNPIPrior, calibrated_prior
+
+log = logging.getLogger(__name__)
+
+#: a fitted bandwidth or compute rate stays within these factors of the starting one
+RATE_RANGE = (1 / 20, 4.0)
+#: a fitted efficiency is at least this share of peak
+MIN_EFFICIENCY = 0.05
+#: the smooth rooflines the fit goes through before the max itself (``_Fit.latency``)
+SHARPNESS = (4.0, 16.0)
+#: the datasheet's default pull (module docstring)
+PRIOR_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Calibrated figures of a chip and how well they fit.
+
+    Attributes:
+        figures: the fitted bandwidths and compute rate (``figures.params``), set-up
+            times and compute efficiencies.
+        start: the figures the fit started from and was pulled towards (the datasheet).
+        spread: standard deviation of ``log(model) - log(reading)`` over the readings at
+            the fitted figures.
+        start_spread: the same at the starting figures.
+        readings: how many readings were fitted.
+        prior_weight: the pull towards ``start``.
+    """
+
+    figures: ChipFigures
+    start: ChipFigures
+    spread: float
+    start_spread: float
+    readings: int
+    prior_weight: float
+
+    def prior(self, target: Target, **options) -> NNPIPrior:
+        """The calibrated NNP-I prior bound to ``target``'s workload (any workload of the
+        chip: the figures are per level and per operator class)."""
+        return calibrated_prior(target, self.figures, **options)
+
+    def prior_config(self, path: str | Path) -> dict:
+        """``hwmodel.params.prior`` of a run that starts from this calibration saved at
+        ``path``."""
+        return {"name": "nnpi", "calibration": str(path)}
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "figures": self.figures.to_dict(),
+            "start": self.start.to_dict(),
+            "spread": self.spread,
+            "start_spread": self.start_spread,
+            "readings": self.readings,
+            "prior_weight": self.prior_weight,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the calibration as JSON (``format: egrl-calibration/1``); returns ``path``."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        """The calibration :meth:`save` wrote (ValueError naming what is wrong)."""
+        figures = load_figures(path)
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            return cls(
+                figures=figures,
+                start=ChipFigures.from_dict(data["start"]),
+                spread=float(data["spread"]),
+                start_spread=float(data["start_spread"]),
+                readings=int(data["readings"]),
+                prior_weight=float(data["prior_weight"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{str(path)!r} is a malformed calibration: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """What the maps move, per node and level, independent of the figures.
+
+    Attributes:
+        bytes_: float64 ``[B, N, L]``: bytes each node moves on each level.
+        transfers: float64 ``[B, N, L]``: transfers each node makes on each level.
+        macs: float64 ``[N]``; vector: float64 ``[N]``: the node's vector operations.
+        mac_class: int64 ``[N]``: the class of the node's MACs (-1: none).
+        classes: the class names (:func:`~hwmodels.nnpi.figures.op_classes`).
+    """
+
+    bytes_: np.ndarray
+    transfers: np.ndarray
+    macs: np.ndarray
+    vector: np.ndarray
+    mac_class: np.ndarray
+    classes: list[str]
+
+    @classmethod
+    def of(cls, workload, levels: np.ndarray) -> _Traffic:
+        """The traffic of NNP-I maps ``levels`` int64 ``[B, N, 2]`` on ``workload``."""
+        b, n = levels.shape[:2]
+        nl = len(LEVELS)
+        w, o = workload.weight_bytes.astype(float), workload.output_bytes.astype(float)
+        src, dst = workload.edge_index
+        rows = np.arange(b)[:, None]
+        nodes = np.broadcast_to(np.arange(n), (b, n))
+        moved = np.zeros((b, n, nl))
+        count = np.zeros((b, n, nl))
+        for size, lv in ((w, levels[:, :, 0]), (o, levels[:, :, 1])):
+            np.add.at(moved, (rows, nodes, lv), size[None])
+            np.add.at(count, (rows, nodes, lv), (size > 0)[None].astype(float))
+        producer = levels[:, src, 1]  # [B, E]
+        np.add.at(moved, (rows, np.broadcast_to(dst, producer.shape), producer), o[src][None])
+        np.add.at(count, (rows, np.broadcast_to(dst, producer.shape), producer), (o[src] > 0)[None])
+        moved[:, :, DRAM] += workload.graph_input_bytes[None]
+        count[:, :, DRAM] += host_transfers(workload)[None]
+        classes, mac_class = op_classes(workload)
+        return cls(
+            moved,
+            count,
+            workload.macs.astype(float),
+            workload.vector_ops.astype(float),
+            mac_class,
+            classes,
+        )
+
+
+class _Fit:
+    """The model's log latency as a function of the fitted vector and its Jacobian.
+
+    The vector ``x``: ``log`` of each level's seconds per byte over the start's ``[3]``,
+    ``log`` of seconds per MAC over the start's ``[1]``, ``log(1 / efficiency)`` per
+    class ``[K]``, and each level's set-up time in units of ``setup_unit_s`` ``[3]``.
+    """
+
+    def __init__(self, traffic: _Traffic, start: ChipFigures, setup_unit_s: float) -> None:
+        self.t = traffic
+        self.start = start
+        self.fs_per_byte0 = FS_PER_S / (np.asarray(start.params.bandwidths_gbps) * 1e9)
+        self.fs_per_mac0 = FS_PER_S / (start.params.peak_tops * 1e12 / 2)
+        self.unit_fs = setup_unit_s * FS_PER_S
+        k = len(traffic.classes)
+        self.k = k
+        # ops [K, N]: the operations of each node that run at class k's efficiency
+        ops = np.zeros((k, len(traffic.macs)))
+        has = traffic.mac_class >= 0
+        ops[traffic.mac_class[has], np.flatnonzero(has)] = traffic.macs[has]
+        if VECTOR in traffic.classes:
+            ops[traffic.classes.index(VECTOR)] += traffic.vector
+        self.ops = ops
+        self.peak_ops = traffic.macs + (0.0 if VECTOR in traffic.classes else traffic.vector)
+
+    def x0(self) -> np.ndarray:
+        eff = [float(self.start.efficiency.get(c, 1.0)) for c in self.t.classes]
+        setup = np.asarray(self.start.setup_s) * FS_PER_S / self.unit_fs
+        return np.concatenate([np.zeros(4), -np.log(eff), setup])
+
+    def bounds(self, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = np.log(1 / RATE_RANGE[1]), np.log(1 / RATE_RANGE[0])  # seconds per unit
+        lower = np.concatenate([np.full(4, lo), np.zeros(self.k), np.zeros(len(LEVELS))])
+        upper = np.concatenate(
+            [np.full(4, hi), np.full(self.k, -np.log(MIN_EFFICIENCY)), np.full(len(LEVELS), 1e3)]
+        )
+        lower[4:] = np.minimum(lower[4:], x0[4:])
+        upper[4:] = np.maximum(upper[4:], x0[4:])
+        return lower, upper
+
+    def latency(self, x: np.ndarray, sharpness: float | None = None) -> tuple[np.ndarray, tuple]:
+        """Model latency, fs ``[B]``, and what the Jacobian needs. ``sharpness`` ``p``:
+        each node takes ``(compute ** p + memory ** p) ** (1 / p)``, a smooth roofline
+        whose gradient reaches the side that does not bind (None: the max itself)."""
+        fpb = self.fs_per_byte0 * np.exp(x[:3])  # [L]
+        fpm = self.fs_per_mac0 * np.exp(x[3])
+        ineff = np.exp(x[4 : 4 + self.k])  # [K]
+        setup = x[4 + self.k :] * self.unit_fs  # [L]
+        by_class = fpm * ineff[:, None] * self.ops  # [K, N]
+        compute = by_class.sum(axis=0) + fpm * (self.peak_ops - self.ops.sum(axis=0)).clip(0)
+        memory = self.t.bytes_ @ fpb + self.t.transfers @ setup  # [B, N]
+        compute = np.broadcast_to(compute[None], memory.shape)
+        top = np.maximum(memory, compute)  # [B, N]
+        if sharpness is None:
+            on_memory = (memory > compute).astype(float)
+            return top.sum(axis=1), (fpb, compute, by_class, on_memory, 1.0 - on_memory)
+        p = float(sharpness)
+        top = np.maximum(top, 1e-30)
+        m, c = memory / top, compute / top
+        node = top * (m**p + c**p) ** (1 / p)
+        on_memory, on_compute = (memory / node) ** (p - 1), (compute / node) ** (p - 1)
+        return node.sum(axis=1), (fpb, compute, by_class, on_memory, on_compute)
+
+    def jacobian(self, x: np.ndarray, parts: tuple, latency: np.ndarray) -> np.ndarray:
+        """float64 ``[B, P]``: d log latency / d x."""
+        fpb, compute, by_class, on_memory, on_compute = parts  # weights [B, N]
+        m = on_memory[:, :, None]
+        d_rate = (m * self.t.bytes_).sum(axis=1) * fpb  # [B, L]
+        d_mac = (on_compute * compute).sum(axis=1, keepdims=True)  # [B, 1]
+        d_class = on_compute @ by_class.T  # [B, K]
+        d_setup = (m * self.t.transfers).sum(axis=1) * self.unit_fs  # [B, L]
+        return np.concatenate([d_rate, d_mac, d_class, d_setup], axis=1) / latency[:, None]
+
+    def figures(self, x: np.ndarray) -> ChipFigures:
+        rates = np.exp(-x[:3]) * np.asarray(self.start.params.bandwidths_gbps)
+        params = replace(
+            self.start.params,
+            dram_gbps=float(rates[0]),
+            llc_gbps=float(rates[1]),
+            sram_gbps=float(rates[2]),
+            peak_tops=float(self.start.params.peak_tops * np.exp(-x[3])),
+        )
+        eff = {c: float(np.exp(-v)) for c, v in zip(self.t.classes, x[4 : 4 + self.k])}
+        eff = {**self.start.efficiency, **eff}
+        setup = tuple(float(s) * self.unit_fs / FS_PER_S for s in x[4 + self.k :])
+        return ChipFigures(params, setup, eff)  # type: ignore[arg-type]
+
+
+def _rms(values: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(values))))
+
+
+def calibrate(
+    prior: NNPIPrior,
+    maps: np.ndarray,
+    latency_s: np.ndarray,
+    prior_weight: float = PRIOR_WEIGHT,
+    max_evaluations: int = 200,
+) -> Calibration:
+    """Fit ``prior``'s figures to the chip's readings (module docstring).
+
+    Args:
+        prior: the chip's prior (its datasheet, or a calibrated prior to start from).
+        maps: int ``[B, N, H]``: maps as the chip ran them (its compiler's rectified
+            maps), in the chip's choices.
+        latency_s: float ``[B]``: their latencies (means where a map was read again).
+        prior_weight: the pull towards the prior's figures (>= 0).
+        max_evaluations: model evaluations the least squares may take.
+
+    Returns:
+        The :class:`Calibration`; its :meth:`~Calibration.prior` is solved as the
+        datasheet is.
+
+    Raises:
+        ValueError: maps of the wrong shape, latencies not positive and finite or not
+            one per map, a negative ``prior_weight``.
+    """
+    maps = prior._choices(maps, "maps")
+    latency_s = np.asarray(latency_s, dtype=np.float64).reshape(-1)
+    if len(latency_s) != len(maps) or not len(maps):
+        raise ValueError(
+            f"calibrate needs one latency per map and at least one map, got {len(latency_s)} "
+            f"latencies for {len(maps)} maps"
+        )
+    if not (np.isfinite(latency_s) & (latency_s > 0)).all():
+        raise ValueError("calibrate needs latencies that are positive and finite")
+    if not (prior_weight >= 0):
+        raise ValueError(f"prior_weight must be >= 0, got {prior_weight!r}")
+    workload = prior.target.workload
+    traffic = _Traffic.of(workload, prior.nnpi_maps(maps))
+    # the set-up unit: the time that, paid by every transfer, doubles a typical map
+    per_map = traffic.transfers.sum(axis=(1, 2))
+    unit_s = float(np.median(latency_s / np.maximum(per_map, 1)))
+    fit = _Fit(traffic, prior.chip_figures, unit_s)
+    x0 = fit.x0()
+    target_log = np.log(latency_s * FS_PER_S)
+    pull = np.sqrt(prior_weight / len(maps))  # the datasheet's share falls as 1 / B**2
+
+    def residuals(x, sharpness=None):
+        latency, _ = fit.latency(x, sharpness)
+        return np.concatenate([np.log(latency) - target_log, pull * (x - x0)])
+
+    def jacobian(x, sharpness=None):
+        latency, parts = fit.latency(x, sharpness)
+        return np.concatenate([fit.jacobian(x, parts, latency), pull * np.eye(len(x))])
+
+    lower, upper = fit.bounds(x0)
+    x, evaluations = np.clip(x0, lower, upper), 0
+    for sharpness in (*SHARPNESS, None):  # smooth first: the max's kinks trap the fit
+        result = least_squares(
+            residuals,
+            x,
+            jac=jacobian,
+            bounds=(lower, upper),
+            method="trf",
+            max_nfev=int(max_evaluations),
+            args=(sharpness,),
+        )
+        x, evaluations = result.x, evaluations + result.nfev
+    spread = _rms(residuals(x)[: len(maps)])
+    start_spread = _rms(residuals(x0)[: len(maps)])
+    figures = fit.figures(x)
+    log.info(
+        "%s: calibrated on %d readings in %d evaluations: log-latency spread %.4f -> %.4f",
+        workload.name,
+        len(maps),
+        evaluations,
+        start_spread,
+        spread,
+    )
+    return Calibration(figures, fit.start, spread, start_spread, len(maps), float(prior_weight))
