@@ -129,3 +129,28 @@ def test_bad_input_is_refused_naming_the_problem(sheet, tmp_path):
         check_prior({"name": "nnpi", "calibration": str(bad)}, HEADS)
     with pytest.raises(ValueError, match="sram_mib cannot go with"):
         check_prior({"name": "nnpi", "calibration": str(bad), "sram_mib": 2}, HEADS)
+
+
+@pytest.mark.slow
+def test_a_chip_calibrated_on_one_workload_starts_another(tmp_path):
+    """The example chip (no effects, its study figures) read on ResNet-18, calibrated,
+    saved; ResNet-34's run on the same chip starts from the file and solves it."""
+    from egrl import make_env
+    from tests.support.chips import CHIP
+    from tests.support.paths import PY
+
+    command = [PY, CHIP, "--sram-kib", "2048", "--tmacs", "35", "--dram-gbps", "40"]
+    env = make_env("external", "resnet18", command=command, prior={"name": "nnpi", **SHEET})
+    rng = np.random.default_rng(0)
+    maps = rng.integers(0, 3, size=(40, env.target.num_units, 2))
+    m = env.measure(env.target.check(maps).rectified)  # as the chip's compiler places them
+    ran = np.isfinite(m.latency_s)
+    assert ran.all()
+    cal = calibrate(env.target.prior, m.rectified[ran], m.latency_s[ran])
+    assert cal.figures.params.dram_gbps == pytest.approx(40.0, rel=0.05)
+    assert conv_rate(cal.figures) == pytest.approx(70.0, rel=0.05)
+    path = cal.save(tmp_path / "chip.json")
+    other = make_env("external", "resnet34", command=command, prior=cal.prior_config(path))
+    assert other.target.prior.figures == cal.figures
+    best = other.prior_solution(30.0)
+    assert not best.fell_back and bool(other.evaluate(best.mapping).valid[0])
