@@ -19,7 +19,7 @@ from egrl.checkpoint import load_state
 from egrl.rundir import POLICIES_DIR, RunDir
 from policies.snapshot import PolicyError, load_actor
 from tests.nnpi_workloads import residual
-from tests.support.command_line import assert_refused, egrl_train
+from tests.support.command_line import assert_refused, egrl_train_in_process
 from tests.support.egrl_runs import greedy, small_config, train_small_egrl
 from tests.support.envs import small_env
 from tests.support.units import KIB
@@ -137,12 +137,11 @@ def test_unreadable_policies_name_the_file_and_the_problem(tmp_path):
     assert err.value.path == bad
 
 
-@pytest.mark.slow
 def test_egrl_train_refuses_a_bad_init_from_before_any_directory(tmp_path):
     missing = tmp_path / "missing"
     work = tmp_path / "work"
     work.mkdir()
-    out = egrl_train(f"init_from={missing}", cwd=work)
+    out = egrl_train_in_process(f"init_from={missing}", cwd=work)
     assert_refused(out, f"init_from={missing} is invalid: no such file or directory")
     assert list(work.iterdir()) == []
 

@@ -170,9 +170,8 @@ def test_a_user_callback_from_the_command_line(tmp_path):
     assert (tmp_path / "count.txt").read_text() == str(generations)
 
 
-@pytest.mark.slow
 def test_an_unknown_logger_is_refused_before_the_run(tmp_path):
-    out = egrl_train(*SMALL, "logger=bogus", cwd=tmp_path, env=WITH_TESTS)
+    out = egrl_train_in_process(*SMALL, "logger=bogus", cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         "egrl-train: logger=bogus is invalid: expected one of csv, mlflow, tensorboard"
