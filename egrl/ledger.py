@@ -219,11 +219,9 @@ class Ledger:
         workers), counted in :attr:`checks`, timed as :data:`CHECK_PHASE`, never paid; None
         when the target cannot be asked (no compiler, or a chip that refused): why is
         logged once and kept in :attr:`unchecked`."""
-        batch = self.env.check_maps(maps)
-        if self.unchecked is None and not self.env.target.checks:
-            self._unchecked(f"{type(self.env.target).__name__} has no compiler to ask alone")
         if self.unchecked is not None:
             return None
+        batch = self.env.check_maps(maps)
         self.timer.totals.setdefault(CHECK_PHASE, 0.0)
         try:
             with self.timer(CHECK_PHASE):

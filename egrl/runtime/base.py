@@ -152,7 +152,9 @@ def measure_on(target: Target, maps: np.ndarray, probs: np.ndarray | None) -> Me
 
 def check_on(target: Target, maps: np.ndarray, probs: np.ndarray | None) -> Check:
     """``target.check``, the compiler alone (probabilities only for a target that wants
-    them)."""
+    them); a target without a compiler of its own (``Target.checks`` false) refuses."""
+    if not target.checks:
+        raise CheckRefused(f"{type(target).__name__} has no compiler to ask alone")
     if getattr(target, "wants_probabilities", False):
         return target.check(maps, probs=probs)
     return target.check(maps)
