@@ -166,7 +166,7 @@ def test_bad_sweep_values_are_refused_before_the_sweep_directory(tmp_path):
         (
             "agent.start=bogus",
             "agent 'egrl': option start=bogus is invalid: expected one of initial, random, "
-            "native, fallback (alias dram for initial)",
+            "native, fallback, prior (alias dram for initial)",
         ),
     ],
 )

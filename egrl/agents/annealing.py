@@ -103,7 +103,7 @@ class SimulatedAnnealing(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(AnnealingOptions, cfg)
-        self.start = resolve_start(o.start)
+        self.start = resolve_start(o.start, env, self.name)
         if o.moves > env.num_units * env.num_heads:
             raise ValueError(
                 f"agent {self.name!r}: moves={o.moves} exceeds the {env.num_units * env.num_heads}"
@@ -204,7 +204,8 @@ class SimulatedAnnealing(SearchAgent):
     def _start(self) -> dict:
         """Evaluate the distinct starting maps; fit the schedule to the rest of the budget."""
         o = self.options
-        starts = start_mappings(self.env, self.start, o.chains, self.rng)
+        limit = self.cfg.prior_time_limit_s
+        starts = start_mappings(self.env, self.start, o.chains, self.rng, limit)
         unique, inverse = np.unique(starts, axis=0, return_inverse=True)
         ev = self.ledger.evaluate(unique, "sa-start")
         self.current = starts

@@ -111,7 +111,7 @@ class GeneticAlgorithm(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(GeneticOptions, cfg)
-        self.start = resolve_start(o.start)
+        self.start = resolve_start(o.start, env, self.name)
         self.shape = (env.num_units, env.num_heads)
         length = env.num_units * env.num_heads
         upper = np.tile(env.num_choices - 1, env.num_units).tolist()
@@ -130,7 +130,8 @@ class GeneticAlgorithm(SearchAgent):
         if self.population is None:
             maps = self.env.random_mappings(self.options.population, self.rng)
             if self.start != "random":
-                maps[0] = start_mappings(self.env, self.start, 1, self.rng)[0]
+                limit = self.cfg.prior_time_limit_s
+                maps[0] = start_mappings(self.env, self.start, 1, self.rng, limit)[0]
             offspring = [Genome(m.reshape(-1)) for m in maps]
             todo = offspring
         elif self.searching:

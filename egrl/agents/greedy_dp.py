@@ -25,7 +25,13 @@ import numpy as np
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
+from egrl.agents.options import (
+    parse_options,
+    pay_prior_first,
+    resolve_start,
+    start_mappings,
+    start_rule,
+)
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.validation import FLAG, ruled
@@ -62,9 +68,9 @@ class GreedyDP(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         self.options = parse_options(GreedyOptions, cfg)
-        start = resolve_start(self.options.start)
+        self.start = resolve_start(self.options.start, env, self.name)
         self.combos = head_combinations(env.num_choices)
-        self.current = start_mappings(env, start, 1, self.rng)[0]
+        self.current = start_mappings(env, self.start, 1, self.rng, cfg.prior_time_limit_s)[0]
         self.current_reward = -np.inf
         self.unit = 0
         self.passes = 0
@@ -73,6 +79,11 @@ class GreedyDP(SearchAgent):
 
     def step(self) -> dict:
         unit = self.unit
+        first = pay_prior_first(self.ledger, self.start, self.current)
+        if first is not None and len(first):
+            self.current_reward = float(first.reward[0])
+        if self.ledger.done:  # the prior's map spent the budget
+            return {"pass": self.passes, "unit": unit, "changed": 0, "restarts": self.restarts}
         maps = np.repeat(self.current[None], len(self.combos), axis=0)
         maps[:, unit] = self.combos
         ev = self.ledger.evaluate(maps, "greedy-dp")

@@ -31,7 +31,14 @@ import numpy as np
 from egrl.agents import register_agent
 from egrl.agents.ask_tell import AskTellHistory
 from egrl.agents.base import SearchAgent
-from egrl.agents.options import STARTS, parse_options, resolve_start, start_mappings, start_rule
+from egrl.agents.options import (
+    STARTS,
+    parse_options,
+    pay_prior_first,
+    resolve_start,
+    start_mappings,
+    start_rule,
+)
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.validation import at_least, ruled
@@ -81,12 +88,13 @@ class NevergradAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(NevergradOptions, cfg)
-        self.init = resolve_start(o.start if o.init is None else o.init)
+        self.init = resolve_start(o.start if o.init is None else o.init, env, self.name, INITS)
         self.ng = import_nevergrad()
         self.seed = int(self.rng.integers(0, 2**32 - 1))
         self.init_map = None  # int64 [N, H]; None: the center
         if self.init != "center":
-            self.init_map = start_mappings(env, self.init, 1, self.rng)[0]
+            limit = cfg.prior_time_limit_s
+            self.init_map = start_mappings(env, self.init, 1, self.rng, limit)[0]
         self.history = AskTellHistory("losses")
         self.optimizer = self._build()
         self.optimizer_name = str(getattr(self.optimizer.optim, "name", "NGOpt"))
@@ -119,7 +127,10 @@ class NevergradAgent(SearchAgent):
             self.optimizer.tell(candidate, float(loss))
 
     def step(self) -> dict:
+        pay_prior_first(self.ledger, self.init, self.init_map)  # NGOpt's init too
         n = min(self.options.batch, self.ledger.remaining)
+        if n <= 0:  # the prior's map spent the budget
+            return {"optimizer": self.optimizer_name}
         with self.timer("evolution"):
             candidates = [self.optimizer.ask() for _ in range(n)]
         ev = self.ledger.evaluate(

@@ -96,13 +96,14 @@ class OptunaAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(OptunaOptions, cfg)
-        self.start = resolve_start(o.start)
+        self.start = resolve_start(o.start, env, self.name, OPTUNA_STARTS)
         self.storage_path = self._storage_path(o.storage)
         self.optuna = import_optuna()
         self.seed = int(self.rng.integers(0, 2**31 - 1))
         self.start_map = None  # int64 [N, H]; None: the sampler's first trial
         if self.start != "none":
-            self.start_map = start_mappings(env, self.start, 1, self.rng)[0]
+            limit = cfg.prior_time_limit_s
+            self.start_map = start_mappings(env, self.start, 1, self.rng, limit)[0]
         categorical = o.encoding == "categorical" or (
             o.encoding == "auto" and o.sampler in CATEGORICAL_SAMPLERS
         )

@@ -141,12 +141,13 @@ class SmacAgent(SearchAgent):
     def __init__(self, env: Env, cfg: TrainConfig, run_dir: str | Path | None = None) -> None:
         super().__init__(env, cfg, run_dir)
         o = self.options = parse_options(SmacOptions, cfg)
-        self.start = resolve_start(o.start)
+        self.start = resolve_start(o.start, env, self.name, SMAC_STARTS)
         self.smac_module = import_smac()
         self.seed = int(self.rng.integers(0, 2**31 - 1))
         self.start_map = None  # int64 [N, H]; None: SMAC's initial design alone
         if self.start != "none":
-            self.start_map = start_mappings(env, self.start, 1, self.rng)[0]
+            limit = cfg.prior_time_limit_s
+            self.start_map = start_mappings(env, self.start, 1, self.rng, limit)[0]
         self.decisions = Decisions(env)
         self.smac = None  # built at the first generation or on resume
         self._scratch = None  # a temporary output directory without a run directory

@@ -68,7 +68,13 @@ from egrl.agents.egrl.init_from import check_fits, load_into, read_policy
 from egrl.agents.egrl.portfolio import LearnerPortfolio
 from egrl.agents.egrl.sac import SACDiscrete, uniform_entropy
 from egrl.agents.egrl.warm_start import warm_start
-from egrl.agents.options import parse_options, resolve_start, start_mappings, start_rule
+from egrl.agents.options import (
+    parse_options,
+    pay_prior_first,
+    resolve_start,
+    start_mappings,
+    start_rule,
+)
 from egrl.callbacks import Callback, RunView
 from egrl.config import TrainConfig
 from egrl.env import Env, Evaluation
@@ -253,7 +259,9 @@ class EGRLAgent(SearchAgent):
                     LearnerCritic(learners, self.graph, self._lead_learner)
                 )
         self.options = parse_options(EGRLOptions, cfg)
-        self.start = resolve_start(self.options.start)
+        self.start = resolve_start(self.options.start, env, self.name)
+        #: int64 ``[N, H]``: the map put into the policies (None: the paper's start)
+        self.start_map: np.ndarray | None = None
         if cfg.init_from:
             self._init_from(read_policy(cfg.init_from))
         if self.start != "initial":
@@ -294,7 +302,8 @@ class EGRLAgent(SearchAgent):
 
     def _warm_start(self) -> None:
         """Put the start map into the policies (:mod:`egrl.agents.egrl.warm_start`)."""
-        mapping = start_mappings(self.env, self.start, 1, self.rng)[0]
+        limit = self.cfg.prior_time_limit_s
+        mapping = self.start_map = start_mappings(self.env, self.start, 1, self.rng, limit)[0]
         chromosomes, gnns = None, []
         if self.population is not None:
             chromosomes = self.population.chromosomes
@@ -329,6 +338,9 @@ class EGRLAgent(SearchAgent):
         runtime measures them at once); every answer is in before fitness, the learners'
         remaining updates, migration and evolution.
         """
+        pay_prior_first(self.ledger, self.start, self.start_map)
+        if self.ledger.done:  # the prior's map spent the budget
+            return {}
         steps_before = self.env_steps
         sent: Sent = {}
         # the population's maps: one per member, a batch per member kind (GNN inference)

@@ -38,9 +38,9 @@ from egrl.agents.annealing import neighbours
 from egrl.agents.base import SCREEN_PHASE, SearchAgent
 from egrl.agents.egrl.config import PolicyConfig
 from egrl.agents.mbo.bandit import SearcherBandit
-from egrl.agents.mbo.options import MBOOptions
+from egrl.agents.mbo.options import MBO_STARTS, MBOOptions
 from egrl.agents.mbo.searchers import SEARCHERS, Context
-from egrl.agents.options import parse_options
+from egrl.agents.options import parse_options, resolve_start, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.ledger import CHECK_PHASE
@@ -92,6 +92,7 @@ class ModelBasedAgent(SearchAgent):
                 ]
             )
         super().__init__(env, cfg, run_dir)
+        self.start = resolve_start(o.start, env, self.name, MBO_STARTS)
         self.searcher_names = list(o.searchers)
         self.bandit = SearcherBandit(self.searcher_names, o.min_share, o.discount)
         #: maps the model scored so far
@@ -118,6 +119,12 @@ class ModelBasedAgent(SearchAgent):
     def step(self) -> dict:
         screen = self.screen
         shares = self.bandit.shares()
+        row = {"model_calls": self.model_calls, "checks": self.ledger.checks}
+        row |= {f"share_{s}": float(v) for s, v in zip(self.searcher_names, shares)}
+        if self.start != "none" and not self.ledger.proposals:
+            self._pay_start()
+            if self.ledger.done:  # the start map spent the budget
+                return row
         maps = owners = None
         if screen.active:
             maps, owners = self._search(shares)
@@ -127,8 +134,13 @@ class ModelBasedAgent(SearchAgent):
         ev = self.ledger.evaluate(maps, "mbo")
         if (owners >= 0).any():
             self.bandit.update(owners[: len(ev)], np.asarray(ev.reward, np.float64), best_before)
-        row = {"model_calls": self.model_calls, "checks": self.ledger.checks}
-        return row | {f"share_{s}": float(v) for s, v in zip(self.searcher_names, shares)}
+        return row | {"model_calls": self.model_calls, "checks": self.ledger.checks}
+
+    def _pay_start(self) -> None:
+        """Pay the start map (``agent.start``; the prior's as the compiler accepts it) alone,
+        as the run's first map: the searchers' elites start from it."""
+        limit = self.cfg.prior_time_limit_s
+        self.ledger.evaluate(start_mappings(self.env, self.start, 1, self.rng, limit), self.start)
 
     def _search(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One round of model search: the maps to pay ``[B, N, H]`` and the searcher that

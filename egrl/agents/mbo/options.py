@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from egrl.agents.mbo.searchers import SEARCHERS
+from egrl.agents.options import STARTS, start_rule
 from egrl.validation import FLAG, FRACTION, Rule, at_least, ruled
 
 #: what the search does with a map the compiler refuses (``agent.refused``)
 REFUSED = ("repair", "drop")
+#: the first map paid: ``none`` (the first round's own), or a start map paid alone first
+MBO_STARTS = ("none", *STARTS)
 
 
 def _share_fits(o: MBOOptions) -> str | None:
@@ -57,6 +60,9 @@ class MBOOptions:
             embedding width (hidden and output) and depth (a quarter of the EA's width
             and half its depth: its GNNs are never trained, only evolved, and cost a
             third as much).
+        start: ``none`` (the first round pays fresh maps), or a start of
+            :data:`~egrl.agents.options.STARTS` (``prior``: the target's prior solved),
+            paid alone as the run's first map, so that the searchers start from it.
     """
 
     depth: int = ruled(at_least(1), 1000)
@@ -75,6 +81,7 @@ class MBOOptions:
     spacing: int = ruled(at_least(1), 1)
     gnn_width: int = ruled(at_least(1), 32)
     gnn_depth: int = ruled(at_least(1), 2)
+    start: str = ruled(start_rule(MBO_STARTS), "none")
 
     #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
     RELATIONS = (_share_fits,)
