@@ -163,7 +163,7 @@ def test_agent_options_are_refused_with_the_agent_and_what_is_allowed():
     assert info.value.problems == [
         "agent 'sa': option chains=0 is invalid: expected an integer >= 1",
         "agent 'sa': option start=zeros is invalid: expected one of initial, random, native, "
-        "fallback (alias dram for initial)",
+        "fallback, prior (alias dram for initial)",
     ]
     cfg = train_config({"agent": {"name": "ga", "cxpb": 0, "mutpb": 0}})
     with pytest.raises(ConfigError, match="agent 'ga': option cxpb=0 and mutpb=0 are invalid"):
