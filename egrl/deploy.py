@@ -71,10 +71,13 @@ class Deployed:
         """What ``egrl-train``'s summary line says of it."""
         if self.source == SEARCH:
             return f"deployed: the search's best ({self.speedup:.4f})"
-        what = "the compiler's map" if self.source == COMPILER else "the prior's map"
+        if self.source == PRIOR:
+            return (
+                f"deployed: the prior's map ({self.speedup:.4f}, paid first; no later map beat it)"
+            )
         return (
-            f"deployed: {what} ({self.speedup:.4f}; no map the search found beat it, "
-            f"its best {self.search_speedup:.4f})"
+            f"deployed: the compiler's map ({self.speedup:.4f}; no map the search found beat "
+            f"it, its best {self.search_speedup:.4f})"
         )
 
 

@@ -53,7 +53,9 @@ def test_a_search_best_above_the_compiler_is_deployed(env):
 def test_no_map_found_deploys_the_compilers_and_the_prior_is_named(env):
     assert deploy.choose(env, None, 0.0, float("nan")).source == deploy.COMPILER
     mapping = other_map(env)
-    assert deploy.choose(env, mapping, 1.1, 1e-4, prior=mapping).source == deploy.PRIOR
+    found = deploy.choose(env, mapping, 1.1, 1e-4, prior=mapping)
+    assert found.source == deploy.PRIOR
+    assert found.summary() == "deployed: the prior's map (1.1000, paid first; no later map beat it)"
     # the prior's map below the compiler's: the compiler's is deployed
     assert deploy.choose(env, mapping, 0.9, 1e-4, prior=mapping).source == deploy.COMPILER
     # the compiler's own map found again (speedup 1): named as the compiler's
