@@ -1,6 +1,7 @@
 """The prior study: its plan (every problem's prior read first, then agent by agent), the
 reading itself on a built-in target, its analysis and section on hand-made run
-directories, and the prior's row in the other studies' tables."""
+directories, the prior's row in the other studies' tables, and its smoke preset end to
+end."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from egrl import make_env
-from studies import agent_runs, cells, llm, peers, prior, prior_map, runner
+from egrl.rundir import RunDir
+from studies import agent_runs, cells, llm, peers, prior, prior_map, render, runner
 from studies.runner import CommandSpec, RunSpec
 from tests.study_runs import write_run
 
@@ -269,3 +271,29 @@ def test_the_other_studies_tables_give_the_prior_where_it_was_read(study):
     room = llm.room_markdown([res50, res101], facts)
     assert "| room over the compiler | prior's map, one board run | room over the prior |" in room
     assert "| 17.00% | 1.1600 | 0.86% | ea-prior 1.1650 ± 0.0050 |" in room
+
+
+@pytest.mark.slow
+def test_smoke_preset_end_to_end(tmp_path):
+    """EA from the prior's map and from the compiler's on NNP-I's MobileNet-v2 (its own model
+    is its prior), two seeds of 30 board runs; the section reads the runs and the reading."""
+    out = tmp_path / "out"
+    assert runner.run("prior-smoke", [f"out={out}"]) == 0
+    reading = prior_map.read_prior(out, "nnpi-mobilenet-v2")
+    assert reading is not None and reading.proven
+    section = render.read_section("prior", out / "results.md")
+    assert section.startswith("## The solved prior")
+    assert f"| nnpi-mobilenet-v2 | 1.0000 | {reading.speedup:.4f} | solved in " in section
+    assert "- No run from the prior ends below the prior's map: **met** (2 runs)." in section
+    for agent, start in (("ea-prior", "prior"), ("ea", "native")):
+        assert f"| {agent} | toolkit" in section
+        for seed in (0, 1):
+            files = RunDir(out / "nnpi-mobilenet-v2" / agent / f"seed{seed}")
+            assert files.read_config()["agent"]["start"] == start
+            assert int(files.read_metrics_rows()[-1]["iterations"]) == 30
+            if start == "prior":  # no run from the prior ends below its map
+                assert (
+                    float(files.read_metrics_rows()[-1]["best_speedup"]) >= reading.speedup - 1e-9
+                )
+    assert (out / "figures" / "prior_nnpi-mobilenet-v2.png").stat().st_size > 0
+    assert "python -m studies run prior-smoke" in section
