@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import logging
 import os
 from pathlib import Path
 
@@ -13,12 +14,21 @@ CONFIG = ROOT / ".importlinter"
 
 
 def test_every_contract_is_kept(capsys):
+    # lint_imports configures logging with dictConfig, which disables every logger that
+    # exists then (egrl's among them): later tests in this process that read caplog would
+    # see nothing, so the loggers it disabled are enabled again.
+    loggers = [
+        lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    enabled = [lg for lg in loggers if not lg.disabled]
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
         status = importlinter.cli.lint_imports(config_filename=str(CONFIG))
     finally:
         os.chdir(cwd)
+        for lg in enabled:
+            lg.disabled = False
     assert status == 0, capsys.readouterr().out[-4000:]
 
 
