@@ -220,14 +220,8 @@ def test_store_repaired_adds_the_compilers_repair_beside_the_penalised_map(store
     cfg = small_config(budget=30)
     cfg.agent.learner.store_repaired = store_repaired
     trainer = EGRLAgent(small_env(), cfg)
-    evaluations = []
-    store = trainer._store  # every answer the generation puts in the replay buffer
-
-    def spy(ticket, ev):
-        evaluations.append(ev)
-        store(ticket, ev)
-
-    trainer._store = spy
+    evaluations = []  # every answer the generation puts in the replay buffer, in order
+    trainer.ledger.record.subscribe(lambda reading: evaluations.append(reading.evaluation))
     trainer.step()
     invalid = np.concatenate([~ev.valid for ev in evaluations])
     assert invalid.any(), "the small env must produce invalid maps for this test"
