@@ -46,6 +46,7 @@ from studies.runner import (
     hydra_quote,
     read_runs,
     script_command,
+    script_label,
 )
 from studies.stats import (
     best_known,
@@ -76,6 +77,16 @@ def chip_of(cfg: DictConfig, problem: str) -> DictConfig:
     if args is None:
         return cfg.chip
     return OmegaConf.merge(cfg.chip, {"args": list(args)})
+
+
+def problem_chips_text(cfg: DictConfig) -> str:
+    """``; <problem>'s: `<command>``` for each planned problem that runs on a chip of its
+    own (``problem_chips``), for a section's sentence on the chips."""
+    return "".join(
+        f"; {problem}'s: `{script_label(chip_of(cfg, problem))}`"
+        for problem in (cfg.get("problem_chips") or {})
+        if problem in cfg.problems
+    )
 
 
 def problem_overrides(cfg: DictConfig, problem: str) -> tuple[str, ...]:

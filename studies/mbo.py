@@ -29,7 +29,7 @@ from egrl.rundir import RunDir
 from egrl.runs import Run
 from studies import agent_runs, cells
 from studies.agent_runs import AgentsResult
-from studies.cells import chip_of, test_text
+from studies.cells import test_text
 from studies.prior_map import PRIOR_HEAD, any_prior, prior_cells
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import CommandSpec, Page, RunSpec, StudyError, hydra_quote, script_label
@@ -397,11 +397,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
         + (f"; {pretrained}" if pretrained else "")
         + ". Samples to a level, tests and references read as in the peers section. "
         f"The chip: `{script_label(cfg.chip)}` (docs/external.md), no optimum"
-        + "".join(
-            f"; {problem}'s: `{script_label(chip_of(cfg, problem))}`"
-            for problem in (cfg.get("problem_chips") or {})
-            if problem in cfg.problems
-        )
+        + cells.problem_chips_text(cfg)
         + "."
     )
 

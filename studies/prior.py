@@ -310,13 +310,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
         "`room over the compiler` and `over the prior`: how far the best known map is "
         "above each. Tests: two-sided Mann-Whitney U of the finals, with the share of pairs "
         "where the run from the prior ended higher. The chip: "
-        f"`{script_label(cfg.chip)}` (docs/external.md)"
-        + "".join(
-            f"; {problem}'s: `{script_label(cells.chip_of(cfg, problem))}`"
-            for problem in (cfg.get("problem_chips") or {})
-            if problem in cfg.problems
-        )
-        + "."
+        f"`{script_label(cfg.chip)}` (docs/external.md)" + cells.problem_chips_text(cfg) + "."
     )
 
 
