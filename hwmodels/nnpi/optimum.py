@@ -29,13 +29,15 @@ log = logging.getLogger(__name__)
 class _Progress(cp_model.CpSolverSolutionCallback):
     """Logs every improving solution with the current bound."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, level: int = logging.INFO) -> None:
         super().__init__()
         self.name = name
+        self.level = level
         self.start = time.perf_counter()
 
     def on_solution_callback(self) -> None:
-        log.info(
+        log.log(
+            self.level,
             "%s: solution %.6f ms, bound %.6f ms after %.1f s",
             self.name,
             self.ObjectiveValue() / 1e12,
@@ -71,6 +73,8 @@ def solve(
     additions: Additions | None = None,
     whole_limit: bool = False,
     quick_presolve: bool = False,
+    quiet: bool = False,
+    deterministic_s: float | None = None,
 ) -> OptimumResult:
     """Minimise the latency of ``target`` over all valid maps with CP-SAT.
 
@@ -92,6 +96,11 @@ def solve(
             loaded 2-core machine the default presolve alone took 30 of 53 s on
             ResNet-101 and stopped with no map; without probing the search starts and
             improves on the hint within the limit.
+        quiet: log the model, each solution and the result at DEBUG, not INFO (many
+            short solves: a physics round of ``agent=mbo``).
+        deterministic_s: CP-SAT's deterministic time limit besides the wall limit
+            (``max_deterministic_time``): with one worker the same model answers the
+            same map on any machine, unless the wall limit comes first.
 
     Returns:
         The best map found, its latency, the proven lower bound and the gap (of the
@@ -103,13 +112,14 @@ def solve(
             time answers the hint, with the solver's bound, logged.)
     """
     name = target.workload.name
+    level = logging.DEBUG if quiet else logging.INFO
     hint = target.native_mapping() if hint is None else np.asarray(hint, dtype=np.int64)
     start = time.perf_counter()
     plain = additions is None or additions.empty
     parts = build_model(target, permitted=permitted, additions=None if plain else additions)
     start_levels = hint.reshape(-1)
     if not plain:
-        log.info("%s: extra costs, a trust region or exclusions: no symmetry cuts", name)
+        log.log(level, "%s: extra costs, a trust region or exclusions: no symmetry cuts", name)
     elif levels_are_monotone(target):
         add_weight_order(target, parts)
         add_maximality(target, parts)
@@ -117,7 +127,8 @@ def solve(
     else:
         log.info("%s: levels not ordered by speed; symmetry and dominance cuts off", name)
     complete_hint(parts, start_levels, time_limit_s)
-    log.info(
+    log.log(
+        level,
         "%s: CP-SAT model with %d booleans, %d constraints, %d weight classes (%.2f s)",
         name,
         parts.num_booleans,
@@ -131,11 +142,13 @@ def solve(
     configure(solver.parameters, int(workers))
     if quick_presolve:
         solver.parameters.cp_model_probing_level = 0
+    if deterministic_s is not None:
+        solver.parameters.max_deterministic_time = float(deterministic_s)
     if log_search:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
         solver.log_callback = log.debug
-    status = solver.solve(parts.model, _Progress(name))
+    status = solver.solve(parts.model, _Progress(name, level))
     wall = solver.wall_time
     status_name = solver.status_name(status)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -180,7 +193,8 @@ def solve(
             "solve_s": time.perf_counter() - start,
         },
     )
-    log.info(
+    log.log(
+        level,
         "%s: %s latency %.6f ms, bound %.6f ms, gap %.4f%% in %.1f s",
         name,
         status_name,

@@ -234,11 +234,20 @@ class NNPIPrior:
         the prior predicts that one faster (1.15x on ResNet-101 with the example chip's
         figures; CP-SAT then starts there). A level the heads do not offer goes to DRAM
         (which only frees the levels above)."""
-        rectified, _ = self.target.rectify(self.nnpi_maps(np.asarray(base)[None]))
-        maps = np.stack([rectified[0], self.target.native_mapping()])  # [2, N, 2]
-        offered = self.permitted[np.arange(2)[None, None, :], maps]
-        maps = np.where(offered, maps, DRAM)
+        maps = np.stack([self.repaired(base), self.offered(self.target.native_mapping())])
         return maps[int(np.argmin(self.target.latency_fs(maps)))]
+
+    def repaired(self, mapping: np.ndarray) -> np.ndarray:
+        """int64 ``[N, 2]``: the external map ``mapping`` ``[N, H]`` in NNP-I's choices as
+        the NNP-I compiler repairs it, on levels the heads offer (:meth:`offered`)."""
+        rectified, _ = self.target.rectify(self.nnpi_maps(np.asarray(mapping)[None]))
+        return self.offered(rectified[0])
+
+    def offered(self, nnpi_map: np.ndarray) -> np.ndarray:
+        """int64 ``[N, 2]``: the NNP-I map with each level the heads do not offer sent to
+        DRAM (which only frees the levels above)."""
+        ok = self.permitted[np.arange(2)[None, :], nnpi_map]
+        return np.where(ok, nnpi_map, DRAM)
 
     def solve(
         self,
@@ -249,6 +258,9 @@ class NNPIPrior:
         trust_maps: np.ndarray | None = None,
         trust_radius: int | None = None,
         exclude: np.ndarray | None = None,
+        hint: np.ndarray | None = None,
+        quiet: bool = False,
+        deterministic_s: float | None = None,
     ) -> PriorSolution:
         """The NNP-I optimum on the prior's costs, hinted with ``base`` (the chip compiler's
         map ``[N, H]``, see :meth:`hint`), within ``time_limit_s`` (model building
@@ -269,6 +281,12 @@ class NNPIPrior:
             trust_maps: int ``[M, N, H]`` with ``trust_radius``: the map differs from
                 one of them in at most ``trust_radius`` units.
             exclude: int ``[K, N, H]``: maps not to answer.
+            hint: int ``[N, H]``: the solver's first map instead of :meth:`hint`'s (as
+                the NNP-I compiler repairs it, :meth:`repaired`): a round of
+                ``agent=mbo`` in physics mode hints with the best map read.
+            quiet: the solver logs at DEBUG (:func:`hwmodels.nnpi.optimum.solve`).
+            deterministic_s: CP-SAT's deterministic time limit besides ``time_limit_s``
+                (with ``workers=1``: the same answer on any machine).
 
         Returns:
             The :class:`~hwmodels.base.PriorSolution` in the external target's choices;
@@ -290,11 +308,13 @@ class NNPIPrior:
             self.target,
             time_limit_s=time_limit_s,
             workers=workers,
-            hint=self.hint(base),
+            hint=self.hint(base) if hint is None else self.repaired(self._choices(hint, "hint")[0]),
             permitted=self.permitted,
             additions=additions,
             whole_limit=True,
             quick_presolve=True,
+            quiet=quiet,
+            deterministic_s=deterministic_s,
         )
         name = self.target.workload.name
         fell_back = result.status not in ("OPTIMAL", "FEASIBLE")

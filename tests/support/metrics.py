@@ -9,11 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from egrl.agents.base import SCREEN_TIMING_COLUMN, TIMING_COLUMNS
+from egrl.agents.mbo.agent import FIT_PHASE, SOLVE_PHASE
 from egrl.ledger import CHECK_PHASE
 
-#: the wall-clock columns of metrics.csv (a screening run's ``t_screening`` and a
-#: model-based run's ``t_check`` included)
-TIMINGS = (*TIMING_COLUMNS, SCREEN_TIMING_COLUMN, f"t_{CHECK_PHASE}")
+#: the wall-clock columns of metrics.csv (a screening run's ``t_screening``, a
+#: model-based run's ``t_check`` and a physics-first run's ``t_fit`` and ``t_solve``)
+TIMINGS = (
+    *TIMING_COLUMNS,
+    SCREEN_TIMING_COLUMN,
+    *(f"t_{phase}" for phase in (CHECK_PHASE, FIT_PHASE, SOLVE_PHASE)),
+)
 
 
 def read_metrics(run_dir: Path, drop: Sequence[str] = TIMINGS) -> list[dict]:

@@ -23,10 +23,21 @@ One generation is one round:
 
 Before the model exists (fewer than the screen's warmup or minimum of readings), a round
 pays fresh maps the compiler accepts.
+
+**Physics first** (``agent.physics``; the default where the target has an NNP-I prior,
+:mod:`egrl.agents.mbo.physics`): the prior's solved map is paid first; then each round
+(:meth:`ModelBasedAgent._physics_round`) calibrates the prior to every map read, fits a
+residual of what it still misses, solves the calibrated prior plus the residual exactly
+for ``solutions`` distinct maps within the trust region's radius of the best maps read
+(each checked by the chip's compiler; a refused map is excluded from later solves, never
+paid), pays them, and grows or shrinks the region by whether the round beat the best map
+read. A round whose solve finds nothing, and the round after the region collapsed, go to
+the searchers above, scoring maps by the calibrated prior plus residual.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -39,13 +50,30 @@ from egrl.agents.base import SCREEN_PHASE, SearchAgent
 from egrl.agents.egrl.config import PolicyConfig
 from egrl.agents.mbo.bandit import SearcherBandit
 from egrl.agents.mbo.options import MBO_STARTS, MBOOptions
+from egrl.agents.mbo.physics import (
+    ChipReadings,
+    PhysicsModel,
+    TrustRegion,
+    fit_model,
+    solve_batch,
+    unit_distance,
+)
 from egrl.agents.mbo.searchers import SEARCHERS, Context
 from egrl.agents.options import parse_options, resolve_start, start_mappings
 from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.ledger import CHECK_PHASE
 from egrl.validation import ConfigError
+from hwmodels.nnpi.prior import NNPIPrior, own_prior
+from hwmodels.nnpi.target import NNPITarget
 from policies import GraphUNetActor
+
+log = logging.getLogger(__name__)
+
+#: timer phases of a physics round: calibration and residual, and the solves
+FIT_PHASE, SOLVE_PHASE = "fit", "solve"
+#: file of a run's latest calibration (``hwmodel.params.prior={name: nnpi, calibration: ...}``)
+CALIBRATION_FILE = "calibration.json"
 
 
 def spaced(maps: np.ndarray, order: np.ndarray, count: int, spacing: int) -> np.ndarray:
@@ -91,8 +119,11 @@ class ModelBasedAgent(SearchAgent):
                     "describes its maps nor has a compiler to ask (a game: agent=muzero)"
                 ]
             )
+        #: the NNP-I prior physics first calibrates and solves (None: physics off)
+        self.datasheet = physics_prior(env, o.physics)
         super().__init__(env, cfg, run_dir)
-        self.start = resolve_start(o.start, env, self.name, MBO_STARTS)
+        start = "prior" if self.datasheet is not None and o.start == "none" else o.start
+        self.start = resolve_start(start, env, self.name, MBO_STARTS)
         self.searcher_names = list(o.searchers)
         self.bandit = SearcherBandit(self.searcher_names, o.min_share, o.discount)
         #: maps the model scored so far
@@ -106,6 +137,29 @@ class ModelBasedAgent(SearchAgent):
         self.timer.totals.setdefault(CHECK_PHASE, 0.0)
         #: the decision graph the ``egrl`` searcher's policies read
         self.graph = env.graph
+        self._value = self.screen.value  # what the searchers score maps by
+        if self.datasheet is not None:
+            self._init_physics()
+
+    def _init_physics(self) -> None:
+        """Physics first's state: the chip's readings (told of every reading of the run's
+        record), the trust region, the maps the compiler refused, the round's model."""
+        o = self.options
+        self.readings = ChipReadings(self.env)
+        self.ledger.record.subscribe(self.readings.read, ChipReadings.kinds)
+        self.region = TrustRegion(o.radius, o.radius_min, o.radius_max)
+        #: solver maps the compiler refused: excluded from every later solve
+        self.refused: list[np.ndarray] = []
+        self.model: PhysicsModel | None = None
+        self.fitted_on = 0  # readings the model was fitted on
+        #: the next round goes to the searchers (the region collapsed)
+        self.searchers_next = False
+        self.physics_row: dict = {}
+        self.extra_columns += ("radius", "solves", "solver_refused", "model_spread")
+        self.extra_columns += (f"t_{FIT_PHASE}", f"t_{SOLVE_PHASE}")
+        for phase in (FIT_PHASE, SOLVE_PHASE):
+            self.timer.totals.setdefault(phase, 0.0)
+        self._value = self._physics_value
 
     def _make_gnn(self) -> torch.nn.Module:
         """A new Graph U-Net policy for the ``egrl`` searcher (``gnn_width``, ``gnn_depth``;
@@ -126,14 +180,21 @@ class ModelBasedAgent(SearchAgent):
             if self.ledger.done:  # the start map spent the budget
                 return row
         maps = owners = None
-        if screen.active:
+        if self.datasheet is not None:
+            maps, owners = self._physics_round(shares)
+        elif screen.active:
             maps, owners = self._search(shares)
         if maps is None or not len(maps):  # no model yet, or nothing new it would pay
             maps, owners = self._fresh_batch()
         best_before = screen.best_paid()
+        fastest = self.readings.best(1)[1] if self.datasheet is not None else None
         ev = self.ledger.evaluate(maps, "mbo")
         if (owners >= 0).any():
             self.bandit.update(owners[: len(ev)], np.asarray(ev.reward, np.float64), best_before)
+        if fastest is not None:
+            self._update_region(fastest)
+            self._fit()  # on this round's readings too: the next round's model, the saved calibration
+            row |= self.physics_row
         return row | {"model_calls": self.model_calls, "checks": self.ledger.checks}
 
     def _pay_start(self) -> None:
@@ -142,6 +203,116 @@ class ModelBasedAgent(SearchAgent):
         limit = self.cfg.prior_time_limit_s
         self.ledger.evaluate(start_mappings(self.env, self.start, 1, self.rng, limit), self.start)
 
+    # ---------------------------------------------------------- physics first
+    def _physics_round(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One physics round's maps to pay ``[B, N, H]`` and the searcher that found each
+        (-1: the solver), see the module docstring."""
+        o = self.options
+        maps = self._fit()
+        self.physics_row = {
+            "radius": self.region.radius if o.region else np.nan,
+            "solves": 0,
+            "solver_refused": 0,
+            "model_spread": self.model.spread,
+        }
+        if o.acquire == "searchers" or self.searchers_next:
+            self.searchers_next = False
+            return self._search(shares)
+        found = self._solve(maps)
+        if not len(found):
+            log.info(
+                "physics: no map solved in the region of radius %d: the searchers' round",
+                self.region.radius,
+            )
+            if o.region:
+                self.region.radius = min(2 * self.region.radius, self.region.high)
+            return self._search(shares)
+        return found, np.full(len(found), -1, dtype=np.int64)
+
+    def _fit(self) -> np.ndarray:
+        """Calibrate the prior and fit the residual on every map read, unless the model
+        already is (its seed: the run's and the count of readings, so that a resumed run
+        fits the same model); the maps read ``[M, N, H]``. The calibration is written to
+        the run directory."""
+        o = self.options
+        maps, latency = self.readings.arrays()
+        if self.model is not None and self.fitted_on == len(maps):
+            return maps
+        with self.timer(FIT_PHASE):
+            self.model = fit_model(
+                self.env.target,
+                self.datasheet,
+                maps,
+                latency,
+                self.env.num_choices,
+                o.calibrate,
+                o.residual,
+                o.prior_weight,
+                int(np.random.SeedSequence([self.cfg.seed, len(maps)]).generate_state(1)[0]),
+            )
+        self.fitted_on = len(maps)
+        if self.run_dir is not None and self.model.calibration is not None:
+            self.model.calibration.save(self.run_dir / CALIBRATION_FILE)
+        return maps
+
+    def _solve(self, read: np.ndarray) -> np.ndarray:
+        """The round's solver maps ``[<= solutions, N, H]`` (none read, none refused), the
+        best by the model when more were solved (a forest residual's re-ranking)."""
+        o = self.options
+        anchors, _ = self.readings.best(o.anchors)
+        radius = self.region.radius if o.region else None
+        exclude = np.concatenate(
+            [read, np.asarray(self.refused, np.int64).reshape(-1, *read.shape[1:])]
+        )
+        if radius is not None:  # only maps the region holds can be solutions
+            exclude = exclude[unit_distance(exclude, anchors) <= radius]
+        count = min(o.solved_pool, max(self.ledger.remaining, 0))
+        with self.timer(SOLVE_PHASE):
+            found, info = solve_batch(
+                self.model,
+                anchors[0],
+                anchors,
+                radius,
+                exclude,
+                count,
+                o.solve_time_s,
+                self._accepts,
+            )
+        self.physics_row |= {"solves": info["solves"], "solver_refused": info["refused"]}
+        if len(found) > o.solutions:
+            order = np.argsort(self.model.latency_s(found), kind="stable")
+            found = found[order[: o.solutions]]
+        return found
+
+    def _accepts(self, maps: np.ndarray) -> np.ndarray:
+        """bool ``[B]``: the chip's compiler accepts each map ``[B, N, H]`` as it is (a
+        refused one is kept, to be excluded from every later solve)."""
+        _, valid = self._accepted(maps)
+        self.refused.extend(np.asarray(maps, np.int64)[~valid])
+        return valid
+
+    def _update_region(self, fastest_before: np.ndarray) -> None:
+        """Grow or shrink the trust region by whether the round read a map faster than
+        ``fastest_before`` (the best latency read before it, ``[<= 1]``)."""
+        if not self.options.region or not len(fastest_before):
+            return
+        improved = bool(self.readings.best(1)[1][0] < fastest_before[0])
+        if self.region.update(improved):
+            log.info("physics: the trust region collapsed: the next round is the searchers'")
+            self.searchers_next = True
+
+    def _physics_value(self, maps: np.ndarray) -> np.ndarray:
+        """float64 ``[P]``: what the searchers score maps ``[P, N, H]`` by in physics mode:
+        the speedup over the compiler's map the calibrated prior plus residual predicts,
+        the measured one for a map read."""
+        base = self.env.baseline_latency_s
+        if self.model is None:
+            return self.screen.value(maps)
+        predicted = base / self.model.latency_s(maps)
+        read = self.readings.latency_of(maps)
+        return np.where(np.isnan(read), predicted, base / read)
+
+    # ------------------------------------------------------------------ search
     def _search(self, shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One round of model search: the maps to pay ``[B, N, H]`` and the searcher that
         found each, int64 ``[B]``."""
@@ -218,7 +389,7 @@ class ModelBasedAgent(SearchAgent):
         if not drop:
             maps = repaired
         with self.timer(SCREEN_PHASE):
-            values = self.screen.value(maps)
+            values = self._value(maps)
             if drop:
                 values = np.where(valid, values, -np.inf)
             if anchors is not None:
@@ -262,8 +433,45 @@ class ModelBasedAgent(SearchAgent):
 
     # ------------------------------------------------------------ checkpoints
     def agent_state(self) -> dict:
-        return {"bandit": self.bandit.state_dict(), "model_calls": self.model_calls}
+        state = {"bandit": self.bandit.state_dict(), "model_calls": self.model_calls}
+        if self.datasheet is not None:
+            state["physics"] = {
+                "readings": self.readings.state_dict(),
+                "region": self.region.state_dict(),
+                "refused": np.asarray(self.refused, np.int16),
+                "searchers_next": self.searchers_next,
+            }
+        return state
 
     def load_agent_state(self, state: dict) -> None:
         self.bandit.load_state_dict(state["bandit"])
         self.model_calls = int(state["model_calls"])
+        physics = state.get("physics")
+        if self.datasheet is not None and physics is not None:
+            self.readings.load_state_dict(physics["readings"])
+            self.region = TrustRegion(**physics["region"])
+            self.refused = list(np.asarray(physics["refused"], np.int64))
+            self.searchers_next = bool(physics["searchers_next"])
+
+
+def physics_prior(env: Env, physics: str) -> NNPIPrior | None:
+    """The NNP-I prior physics first calibrates and solves (``agent.physics``; None: off).
+
+    ``auto``: the external chip's datasheet (``hwmodel.params.prior``) where it has one;
+    ``on``: that, or the built-in nnpi's own model. Raises ConfigError where ``on`` has
+    no NNP-I prior to read."""
+    target = env.target
+    prior = getattr(target, "prior", None)
+    if physics == "off" or (physics == "auto" and not isinstance(prior, NNPIPrior)):
+        return None
+    if isinstance(prior, NNPIPrior):
+        return prior
+    if isinstance(target, NNPITarget):
+        return own_prior(target)
+    raise ConfigError(
+        [
+            f"agent.physics=on is invalid on {type(target).__name__}: physics first needs an "
+            "NNP-I prior (an external chip with hwmodel.params.prior={name: nnpi, ...}, or "
+            "hwmodel=nnpi); allowed here: auto or off"
+        ]
+    )

@@ -20,6 +20,17 @@ from egrl.validation import FLAG, FRACTION, Rule, at_least, ruled
 REFUSED = ("repair", "drop")
 #: the first map paid: ``none`` (the first round's own), or a start map paid alone first
 MBO_STARTS = ("none", *STARTS)
+#: physics first (``agent.physics``): ``auto`` (on where the target has an NNP-I prior: an
+#: external chip with ``hwmodel.params.prior``), ``on`` (also the built-in nnpi, its own
+#: model), ``off`` (the screen's model alone)
+PHYSICS = ("auto", "on", "off")
+#: what the calibrated prior still misses (``agent.residual``): a ridge model on the
+#: map's one-hot choices that the solve adds as per-choice costs, extra trees that
+#: re-rank the solver's maps, or none
+RESIDUALS = ("linear", "forest", "none")
+#: how a physics round finds the maps it pays (``agent.acquire``): the solver, or the
+#: searchers on the calibrated prior plus residual
+ACQUIRERS = ("solver", "searchers")
 
 
 def _share_fits(o: MBOOptions) -> str | None:
@@ -28,6 +39,16 @@ def _share_fits(o: MBOOptions) -> str | None:
         return (
             f"min_share={o.min_share} is invalid: expected a number in "
             f"[0, 1/{len(o.searchers)}] (1 / the number of searchers)"
+        )
+    return None
+
+
+def _radii_ordered(o: MBOOptions) -> str | None:
+    """Why the trust region's radii are out of order, or None."""
+    if not (o.radius_min <= o.radius <= o.radius_max):
+        return (
+            f"radius={o.radius} is invalid with radius_min={o.radius_min} and radius_max="
+            f"{o.radius_max}: expected radius_min <= radius <= radius_max"
         )
     return None
 
@@ -63,6 +84,29 @@ class MBOOptions:
         start: ``none`` (the first round pays fresh maps), or a start of
             :data:`~egrl.agents.options.STARTS` (``prior``: the target's prior solved),
             paid alone as the run's first map, so that the searchers start from it.
+            Physics first pays the prior's map first (``none`` reads as ``prior``).
+        physics: one of :data:`PHYSICS` (:mod:`egrl.agents.mbo.physics`); the options
+            below are physics first's.
+        calibrate: fit the prior's figures to the readings each round (``False``: the
+            datasheet as given).
+        prior_weight: the calibration's pull towards the datasheet, >= 0
+            (:func:`hwmodels.nnpi.calibrate.calibrate`).
+        residual: one of :data:`RESIDUALS`.
+        acquire: one of :data:`ACQUIRERS`.
+        solutions: maps a physics round pays, >= 1.
+        pool: maps solved per round before a forest residual keeps the best
+            ``solutions`` of them (None: ``2 * solutions`` with a forest residual,
+            ``solutions`` otherwise), >= 1.
+        region: solve inside the trust region (``False``: anywhere, the read maps
+            excluded).
+        radius, radius_min, radius_max: the trust region's radius in units (a solved
+            map differs from the nearest of the best ``anchors`` maps read in at most
+            ``radius`` units), its least and its most; ``radius_min <= radius <=
+            radius_max``.
+        anchors: the best maps read that centre the trust region, >= 1.
+        solve_time_s: CP-SAT's deterministic seconds of each solve, > 0 (one worker: the
+            same map for the same run on any machine; the best map found so far is
+            answered).
     """
 
     depth: int = ruled(at_least(1), 1000)
@@ -82,6 +126,26 @@ class MBOOptions:
     gnn_width: int = ruled(at_least(1), 32)
     gnn_depth: int = ruled(at_least(1), 2)
     start: str = ruled(start_rule(MBO_STARTS), "none")
+    physics: str = ruled(Rule(str, choices=PHYSICS), "auto")
+    calibrate: bool = ruled(FLAG, True)
+    prior_weight: float = ruled(Rule(float, low=0), 1.0)
+    residual: str = ruled(Rule(str, choices=RESIDUALS), "linear")
+    acquire: str = ruled(Rule(str, choices=ACQUIRERS), "solver")
+    solutions: int = ruled(at_least(1), 8)
+    pool: int | None = ruled(Rule(int, low=1, optional=True), None)
+    region: bool = ruled(FLAG, True)
+    radius: int = ruled(at_least(1), 4)
+    radius_min: int = ruled(at_least(1), 1)
+    radius_max: int = ruled(at_least(1), 64)
+    anchors: int = ruled(at_least(1), 3)
+    solve_time_s: float = ruled(Rule(float, low=0, low_open=True), 1.0)
 
     #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
-    RELATIONS = (_share_fits,)
+    RELATIONS = (_share_fits, _radii_ordered)
+
+    @property
+    def solved_pool(self) -> int:
+        """Maps solved per physics round (``pool``, or its default)."""
+        if self.pool is not None:
+            return self.pool
+        return 2 * self.solutions if self.residual == "forest" else self.solutions
