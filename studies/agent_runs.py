@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from studies import cells
+from studies import cells, prior_map
 from studies.cells import CellResult, best_at, test_text
 from studies.prior_map import PriorReading, read_prior
 from studies.render import markdown_table, plot_median_curves
@@ -82,6 +82,37 @@ def spec(cfg: DictConfig, problem: str, agent: str, seed: int) -> RunSpec:
         f"budget={cfg.budget}",
     )
     return RunSpec(group(problem, agent), seed, overrides)
+
+
+def prior_spec(
+    cfg: DictConfig, problem: str, agent: str, seed: int, extra: Sequence[str] = ()
+) -> RunSpec:
+    """One run of a study of the solved prior (prior, physics): the problem's overrides
+    with its prior (:func:`studies.cells.overrides_of`), the agent's, the budget, the
+    solve's time limit, then ``extra``."""
+    overrides = (
+        *cells.overrides_of(cfg, problem),
+        *cfg.agent_overrides[agent],
+        f"budget={cfg.budget}",
+        f"prior_time_limit_s={prior_map.time_limit_of(cfg)}",
+        *extra,
+    )
+    return RunSpec(group(problem, agent), seed, overrides)
+
+
+def plan_by_agent(
+    cfg: DictConfig, out: Path, extra: Sequence[str] = ()
+) -> Iterator[list[RunSpec | CommandSpec]]:
+    """One stage: every problem's prior read, then agent by agent (the plan's order) every
+    problem x seed (:func:`prior_spec`), so that a study stopped early has whole agents."""
+    runs = [
+        prior_spec(cfg, problem, agent, seed, extra)
+        for agent in cfg.agents
+        for problem in cfg.problems
+        if agent in agents_of(cfg, problem)
+        for seed in range(int(cfg.seeds))
+    ]
+    yield [*cells.prior_steps(cfg, out), *runs]
 
 
 def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
@@ -238,6 +269,58 @@ def analyse(cfg: DictConfig, out: Path) -> list[AgentsResult]:
     """Read every problem's runs, its reference, its best agents and every test."""
     results = [problem_result(cfg, Path(out), p) for p in cfg.problems]
     return [r for r in results if r is not None]
+
+
+@dataclass
+class PriorResult:
+    """One problem of a study of the solved prior: its prior's reading and its agents' runs
+    (either may be missing).
+
+    Attributes:
+        reference: the best known map's speedup (the runs', the prior's, the compiler's).
+        source: where it comes from (``runs``, ``prior``, ``compiler``).
+        agents: every agent's figures (None: no finished run yet).
+    """
+
+    problem: str
+    prior: PriorReading | None
+    agents: AgentsResult | None
+    reference: float
+    source: str
+
+    def agent(self, name: str) -> AgentResult | None:
+        """The agent ``name`` (None: no finished run of it)."""
+        if self.agents is None:
+            return None
+        return next((a for a in self.agents.agents if a.agent == name), None)
+
+
+def prior_result(cfg: DictConfig, out: Path, problem: str) -> PriorResult | None:
+    """The problem's reading and runs; None when it has neither."""
+    prior = read_prior(out, problem)
+    agents = problem_result(cfg, out, problem)
+    if agents is not None:
+        return PriorResult(problem, prior, agents, agents.reference, agents.source)
+    if prior is None:
+        return None
+    best, source = (prior.speedup, "prior") if prior.speedup > 1.0 else (1.0, "compiler")
+    return PriorResult(problem, prior, None, best, source)
+
+
+def prior_results(cfg: DictConfig, out: Path) -> list[PriorResult]:
+    """Every problem's reading and runs (:func:`prior_result`)."""
+    results = [prior_result(cfg, Path(out), p) for p in cfg.problems]
+    return [r for r in results if r is not None]
+
+
+def prior_missing_notes(cfg: DictConfig, results: Sequence[PriorResult]) -> list[str]:
+    """The problems whose prior was not read and the runs still missing
+    (:func:`missing_notes`)."""
+    read = {r.problem for r in results if r.prior is not None}
+    notes = [f"{p}: the prior's map not read yet" for p in cfg.problems if p not in read]
+    found = [r.agents for r in results if r.agents is not None]
+    notes += missing_notes(cfg, found)
+    return notes
 
 
 # ------------------------------------------------------------------ report

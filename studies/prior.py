@@ -22,16 +22,15 @@ the section says what is missing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from omegaconf import DictConfig
 
 from studies import agent_runs, cells, prior_map
-from studies.agent_runs import AgentResult, AgentsResult
+from studies.agent_runs import AgentResult, PriorResult
 from studies.cells import test_text
-from studies.prior_map import PriorReading, read_prior, room_over
+from studies.prior_map import PriorReading, room_over
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import CommandSpec, Page, RunSpec, StudyError, script_label
 from studies.stats import format_mean_std, mean_std
@@ -50,13 +49,7 @@ def check(cfg: DictConfig) -> None:
     """The peers study's checks, and: every problem has a prior to read; every agent of
     ``starts`` and the agent it is held against are agents of the plan."""
     agent_runs.check(cfg)
-    prior_map.time_limit_of(cfg)
-    for problem in cfg.problems:
-        if not prior_map.reads_prior(cfg, problem):
-            raise StudyError(
-                f"{cfg.study}: problem {problem!r} has no prior: give the chip's figures as "
-                "prior (or problem_priors), or prior_builtin=true for a built-in target"
-            )
+    prior_map.check_priors(cfg)
     for pair in cfg.get("starts") or []:
         if len(pair) != 2:
             raise StudyError(f"{cfg.study}: starts has {list(pair)}: expected [FROM_PRIOR, BASE]")
@@ -70,72 +63,17 @@ def pairs(cfg: DictConfig) -> list[tuple[str, str]]:
     return [(str(a), str(b)) for a, b in cfg.get("starts") or []]
 
 
-def spec(cfg: DictConfig, problem: str, agent: str, seed: int) -> RunSpec:
-    """One run: the problem's overrides with its prior, the agent's, the budget and the
-    solve's time limit."""
-    overrides = (
-        *cells.overrides_of(cfg, problem),
-        *cfg.agent_overrides[agent],
-        f"budget={cfg.budget}",
-        f"prior_time_limit_s={prior_map.time_limit_of(cfg)}",
-    )
-    return RunSpec(agent_runs.group(problem, agent), seed, overrides)
-
-
 def plan(cfg: DictConfig, out: Path) -> Iterator[list[RunSpec | CommandSpec]]:
     """One stage: every problem's prior read, then agent by agent (the plan's order)
-    every problem x seed, so that a study stopped early has whole agents."""
+    every problem x seed (:func:`studies.agent_runs.plan_by_agent`)."""
     check(cfg)
-    runs = [
-        spec(cfg, problem, agent, seed)
-        for agent in cfg.agents
-        for problem in cfg.problems
-        if agent in agent_runs.agents_of(cfg, problem)
-        for seed in range(int(cfg.seeds))
-    ]
-    yield [*cells.prior_steps(cfg, out), *runs]
+    yield from agent_runs.plan_by_agent(cfg, out)
 
 
 # ------------------------------------------------------------------ analysis
-@dataclass
-class PriorResult:
-    """One problem: its prior's reading and its agents' runs (either may be missing).
-
-    Attributes:
-        reference: the best known map's speedup (the runs', the prior's, the compiler's).
-        source: where it comes from (``runs``, ``prior``, ``compiler``).
-        agents: every agent's figures (None: no finished run yet).
-    """
-
-    problem: str
-    prior: PriorReading | None
-    agents: AgentsResult | None
-    reference: float
-    source: str
-
-    def agent(self, name: str) -> AgentResult | None:
-        """The agent ``name`` (None: no finished run of it)."""
-        if self.agents is None:
-            return None
-        return next((a for a in self.agents.agents if a.agent == name), None)
-
-
-def problem_result(cfg: DictConfig, out: Path, problem: str) -> PriorResult | None:
-    """The problem's reading and runs; None when it has neither."""
-    prior = read_prior(out, problem)
-    agents = agent_runs.problem_result(cfg, out, problem)
-    if agents is not None:
-        return PriorResult(problem, prior, agents, agents.reference, agents.source)
-    if prior is None:
-        return None
-    best, source = (prior.speedup, "prior") if prior.speedup > 1.0 else (1.0, "compiler")
-    return PriorResult(problem, prior, None, best, source)
-
-
 def analyse(cfg: DictConfig, out: Path) -> list[PriorResult]:
-    """Every problem's reading and runs."""
-    results = [problem_result(cfg, Path(out), p) for p in cfg.problems]
-    return [r for r in results if r is not None]
+    """Every problem's reading and runs (:func:`studies.agent_runs.prior_results`)."""
+    return agent_runs.prior_results(cfg, out)
 
 
 # ------------------------------------------------------------------ figures
@@ -275,31 +213,13 @@ def target_lines(cfg: DictConfig, results: Sequence[PriorResult]) -> list[str]:
     ]
 
 
-def missing_notes(cfg: DictConfig, results: Sequence[PriorResult]) -> list[str]:
-    """The problems whose prior was not read and the runs still missing (the peers
-    study's notes)."""
-    read = {r.problem for r in results if r.prior is not None}
-    notes = [f"{p}: the prior's map not read yet" for p in cfg.problems if p not in read]
-    found = [r.agents for r in results if r.agents is not None]
-    notes += agent_runs.missing_notes(cfg, found)
-    return notes
-
-
 # ------------------------------------------------------------------ the section
-def prior_text(cfg: DictConfig) -> str:
-    """The plan's datasheet figures, as the runs get them."""
-    figures = cfg.get("prior")
-    if figures is None:
-        return "the target's own cost model"
-    return "`{" + ", ".join(f"{k}: {v}" for k, v in figures.items()) + "}`"
-
-
 def intro(cfg: DictConfig, machine: str) -> str:
     agents = ", ".join(f"`{a}`: {' '.join(cfg.agent_overrides[a])}" for a in cfg.agents)
     return (
         "A compiler engineer with the chip's datasheet would give it to a model and solve "
         "that: here the datasheet as NNP-I figures (`hwmodel.params.prior`: "
-        f"{prior_text(cfg)}), solved by CP-SAT on the model's costs (at most "
+        f"{prior_map.figures_text(cfg)}), solved by CP-SAT on the model's costs (at most "
         f"{prior_map.time_limit_of(cfg):.0f} s, hinted with the compiler's map), checked by "
         "the chip's compiler and read once on the chip. Beside it, each agent from the "
         "prior's map (`agent.start=prior`) and from the compiler's map "
@@ -337,7 +257,7 @@ def render(cfg: DictConfig, result: list[PriorResult], page: Page) -> str:
                 gains,
                 "",
             ]
-    lines += left_out(missing_notes(cfg, result))
+    lines += left_out(agent_runs.prior_missing_notes(cfg, result))
     for r in result:
         if r.agents is None:
             continue

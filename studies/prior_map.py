@@ -77,6 +77,25 @@ def time_limit_of(cfg: DictConfig) -> float:
     return limit
 
 
+def check_priors(cfg: DictConfig) -> None:
+    """The solve's time limit is valid and every problem of the plan has a prior to read."""
+    time_limit_of(cfg)
+    for problem in cfg.problems:
+        if not reads_prior(cfg, problem):
+            raise StudyError(
+                f"{cfg.study}: problem {problem!r} has no prior: give the chip's figures as "
+                "prior (or problem_priors), or prior_builtin=true for a built-in target"
+            )
+
+
+def figures_text(cfg: DictConfig) -> str:
+    """The plan's datasheet figures, as the runs get them, for a section's text."""
+    figures = cfg.get("prior")
+    if figures is None:
+        return "the target's own cost model"
+    return "`{" + ", ".join(f"{k}: {v}" for k, v in figures.items()) + "}`"
+
+
 # ------------------------------------------------------------------ the reading
 @dataclass(frozen=True)
 class PriorReading:
