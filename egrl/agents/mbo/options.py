@@ -138,7 +138,7 @@ class MBOOptions:
     radius_min: int = ruled(at_least(1), 1)
     radius_max: int = ruled(at_least(1), 64)
     anchors: int = ruled(at_least(1), 3)
-    solve_time_s: float = ruled(Rule(float, low=0, low_open=True), 1.0)
+    solve_time_s: float = ruled(Rule(float, low=0, low_open=True), 0.5)
 
     #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
     RELATIONS = (_share_fits, _radii_ordered)
