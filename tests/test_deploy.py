@@ -4,8 +4,6 @@ compiler's included; the search's own best keeps its keys in best_mapping.json."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +15,7 @@ from egrl.agents import make_agent
 from egrl.config import AgentConfig, TrainConfig
 from egrl.confirm import Candidate, Confirmation
 from egrl.ledger import Best
+from tests.support.command_line import egrl_train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,23 +108,14 @@ def test_best_mapping_json_deploys_the_compilers_map_where_the_search_ends_below
 
 
 def test_the_summary_line_names_the_deployed_map(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "egrl.cli.train",
-            "agent=random",
-            "agent.batch=8",
-            "workload=resnet18",
-            "budget=8",
-            "progress=false",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    out = egrl_train(
+        "agent=random",
+        "agent.batch=8",
+        "workload=resnet18",
+        "budget=8",
+        "progress=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     line = out.stdout.strip().splitlines()[-1]

@@ -5,8 +5,6 @@ prior refuses the option in one line."""
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from egrl.agents.options import STARTS, start_mappings
 from egrl.cli.build import train_config
 from egrl.rundir import RunDir
 from egrl.validation import ConfigError
+from tests.support.command_line import assert_refused, egrl_train
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the solve's time limit of these runs (ResNet-18 here: proven optimal in about 2 s)
@@ -123,26 +122,14 @@ def test_a_target_without_a_prior_refuses_the_start():
 
 
 def test_egrl_train_refuses_the_start_without_a_prior_before_making_anything(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "egrl.cli.train",
-            "agent=ga",
-            "agent.start=prior",
-            "hwmodel=tpu-cmem",
-            "workload=resnet18",
-            "budget=4",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    out = egrl_train(
+        "agent=ga",
+        "agent.start=prior",
+        "hwmodel=tpu-cmem",
+        "workload=resnet18",
+        "budget=4",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
-    assert out.returncode == 2, out.stderr[-2000:]
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith("egrl-train: agent 'ga': option start=prior is invalid: ")
+    assert_refused(out, "agent 'ga': option start=prior is invalid: ", prefix=True)
     assert not (tmp_path / "run").exists()

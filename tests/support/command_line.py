@@ -151,10 +151,18 @@ def egrl_train_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, returncode, stdout.getvalue(), stderr.getvalue())
 
 
-def assert_refused(out: subprocess.CompletedProcess, line: str) -> None:
-    """Exit status 2, exactly ``egrl-train: LINE`` on stderr, no traceback."""
+def assert_refused(out: subprocess.CompletedProcess, line: str, prefix: bool = False) -> None:
+    """Exit status 2, exactly ``egrl-train: LINE`` on stderr, no traceback.
+
+    Args:
+        prefix: ``LINE`` is the start of the one line on stderr, not all of it.
+    """
     assert out.returncode == 2, out.stderr[-2000:]
-    assert out.stderr.strip().splitlines() == [f"egrl-train: {line}"]
+    lines = out.stderr.strip().splitlines()
+    if prefix:
+        assert len(lines) == 1 and lines[0].startswith(f"egrl-train: {line}"), lines
+    else:
+        assert lines == [f"egrl-train: {line}"]
     assert "Traceback" not in out.stdout + out.stderr
 
 
