@@ -383,29 +383,66 @@ class ExternalTarget(Target):
                 holds the chunks measured before it.
         """
         maps = self._check_maps(maps)
-        done: list[Measurement] = []
+        return self._ask_in_chunks(
+            "evaluate", maps, lambda a, c: self.parse_evaluation(a, c, missing_ok), Measurement
+        )
+
+    def _ask_in_chunks(
+        self,
+        kind: str,
+        maps: np.ndarray,
+        parse: Callable[[dict, np.ndarray], A],
+        answer: type[A],
+    ) -> A:
+        """``maps`` int64 ``[B, N, H]`` sent as ``kind`` requests (``"evaluate"`` or
+        ``"check"``) in chunks of ``batch_size`` (:meth:`_chunks`), each chunk tried up to
+        ``retries + 1`` times (:meth:`_call`) and read by ``parse(answer, chunk)``; the
+        chunks' answers as one ``answer`` (``B`` rows). An error names a ``check`` chunk
+        ``check chunk ...``.
+
+        Raises:
+            ExternalEvaluatorError: a chunk failed on every attempt; for ``evaluate`` its
+                ``chunk_index``, ``chunk_range`` and ``partial`` (the chunks measured
+                before it) are set and its message says where they are kept.
+            Refused: the command refused a ``check`` request (not retried).
+        """
+        evaluate = kind == "evaluate"
+        parts: list[A] = []
         for index, start, chunk, where in self._chunks(maps):
-            request = self.request("evaluate", batch_index=index, maps=chunk.tolist())
+            request = self.request(kind, batch_index=index, maps=chunk.tolist())
             try:
-                done.append(
+                parts.append(
                     self._call(
                         request,
-                        lambda a, c=chunk: self.parse_evaluation(a, c, missing_ok),
+                        lambda a, c=chunk: parse(a, c),
                         self.model.retries + 1,
-                        where,
+                        where if evaluate else f"{kind} {where}",
+                        refusable=not evaluate,
                     )
                 )
             except ExternalEvaluatorError as exc:
-                exc.chunk_index = index
-                exc.chunk_range = (start, start + len(chunk))
-                exc.partial = self._concat(done, Measurement)
-                exc.args = (
-                    f"{exc.args[0]}; the {start} map(s) measured before it are kept in memory "
-                    "in this error's attribute hwmodels.external.ExternalEvaluatorError.partial "
-                    "(no file is written)",
-                )
+                if evaluate:
+                    self._keep_measured(exc, index, (start, start + len(chunk)), parts)
                 raise
-        return self._concat(done, Measurement)
+        return self._concat(parts, answer)
+
+    def _keep_measured(
+        self,
+        exc: ExternalEvaluatorError,
+        index: int,
+        rows: tuple[int, int],
+        done: list[Measurement],
+    ) -> None:
+        """``exc`` of the ``evaluate`` chunk ``index`` (rows ``[start, stop)`` of the batch)
+        given the chunks measured before it (``partial``) and a message saying so."""
+        exc.chunk_index = index
+        exc.chunk_range = rows
+        exc.partial = self._concat(done, Measurement)
+        exc.args = (
+            f"{exc.args[0]}; the {rows[0]} map(s) measured before it are kept in memory "
+            "in this error's attribute hwmodels.external.ExternalEvaluatorError.partial "
+            "(no file is written)",
+        )
 
     def _chunks(self, maps: np.ndarray) -> Iterator[tuple[int, int, np.ndarray, str]]:
         """``maps`` ``[B, N, H]`` in chunks of ``batch_size``: each chunk's index, its first
@@ -449,27 +486,15 @@ class ExternalTarget(Target):
         if self.check_refused is not None:
             raise CheckRefused(self.check_refused)
         maps = self._check_maps(maps)
-        parts: list[Check] = []
-        for index, _, chunk, where in self._chunks(maps):
-            request = self.request("check", batch_index=index, maps=chunk.tolist())
-            try:
-                parts.append(
-                    self._call(
-                        request,
-                        lambda a, c=chunk: self.parse_check(a, c),
-                        self.model.retries + 1,
-                        f"check {where}",
-                        refusable=True,
-                    )
-                )
-            except Refused as exc:
-                self.check_refused = (
-                    f"external command {self.model.command} refused the check request ({exc}); "
-                    "its maps are checked by the model alone for the rest of the run"
-                )
-                log.warning("%s", self.check_refused)
-                raise CheckRefused(self.check_refused) from None
-        return self._concat(parts, Check)
+        try:
+            return self._ask_in_chunks("check", maps, self.parse_check, Check)
+        except Refused as exc:
+            self.check_refused = (
+                f"external command {self.model.command} refused the check request ({exc}); "
+                "its maps are checked by the model alone for the rest of the run"
+            )
+            log.warning("%s", self.check_refused)
+            raise CheckRefused(self.check_refused) from None
 
     # ----------------------------------------------------------------- baseline
     def parse_baseline(self, answer: dict) -> np.ndarray:
