@@ -308,8 +308,8 @@ def summary_markdown(cfg: DictConfig, results: Sequence[PhysicsResult]) -> str:
                 "-" if p is None else f"{p.speedup:.4f}",
                 "-" if p is None else p.solve_text,
                 f"{r.reference:.4f} ({r.source})",
-                "" if a is None else format_mean_std(a.reads[:, 0]),
-                "" if a is None else format_mean_std(a.final),
+                "" if a is None else read_text(a.reads[:, 0]),
+                "" if a is None else read_text(a.final),
                 "" if a is None else format_samples(a.to_level, False),
             )
         )
@@ -332,6 +332,14 @@ def seconds_text(values: np.ndarray, fmt: str = "{:.3f}") -> str:
     return median_range(values, fmt, "")
 
 
+def read_text(reads: np.ndarray) -> str:
+    """``1.2010 ± 0.0010`` over the runs with a valid map by then, ``(n/S)`` after it where
+    some had none; ``-`` where none had."""
+    n = int(np.isfinite(reads).sum())
+    text = format_mean_std(reads)
+    return text if n in (0, len(reads)) else f"{text} ({n}/{len(reads)})"
+
+
 def reads_markdown(result: PhysicsResult) -> str:
     """One row per agent: its reads, its samples to the level and to the prior's map,
     and its model's seconds."""
@@ -341,7 +349,7 @@ def reads_markdown(result: PhysicsResult) -> str:
             (
                 a.agent,
                 len(a.runs),
-                *(format_mean_std(a.reads[:, i]) for i in range(len(result.ks))),
+                *(read_text(a.reads[:, i]) for i in range(len(result.ks))),
                 format_samples(a.to_level, False),
                 "-" if a.to_prior is None else format_samples(a.to_prior, False),
                 seconds_text(a.s_per_round),
@@ -371,8 +379,8 @@ def tests_markdown(cfg: DictConfig, results: Sequence[PhysicsResult]) -> str:
                     r.problem,
                     mine,
                     theirs,
-                    format_mean_std(a.final),
-                    format_mean_std(b.final),
+                    read_text(a.final),
+                    read_text(b.final),
                     test_text(t["final"]),
                     format_samples(a.to_level, False),
                     format_samples(b.to_level, False),
