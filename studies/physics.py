@@ -36,7 +36,7 @@ from egrl.runs import Run
 from studies import agent_runs, cells, prior_map
 from studies.agent_runs import PriorResult
 from studies.cells import test_text
-from studies.prior_map import prior_line
+from studies.prior_map import PriorReading, prior_line
 from studies.render import left_out, markdown_table, reproduce
 from studies.runner import CommandSpec, Page, RunSpec, StudyError, script_label
 from studies.stats import (
@@ -112,11 +112,13 @@ class Curve:
         best: float64 ``[M]``: the best valid speedup so far (NaN: no valid map yet).
         exact: read map by map from ``evaluations.csv`` (else one point a round from
             ``metrics.csv``).
+        paid: the maps paid (``evaluations.csv``'s paid ones, else the board runs).
     """
 
     iterations: np.ndarray
     best: np.ndarray
     exact: bool
+    paid: int
 
 
 def evaluations_curve(rec: dict[str, np.ndarray]) -> Curve:
@@ -125,7 +127,8 @@ def evaluations_curve(rec: dict[str, np.ndarray]) -> Curve:
     speedup = np.where(rec["valid"] > 0, rec["speedup"], -np.inf)
     best = np.maximum.accumulate(speedup) if len(speedup) else speedup
     best = np.where(np.isfinite(best), best, np.nan)
-    return Curve(rec["iterations"].astype(np.int64), best.astype(np.float64), True)
+    iterations = rec["iterations"].astype(np.int64)
+    return Curve(iterations, best.astype(np.float64), True, int((rec["paid"] > 0).sum()))
 
 
 def board_curve(run: Run) -> Curve:
@@ -136,9 +139,9 @@ def board_curve(run: Run) -> Curve:
         rec = files.read_evaluations()
         if len(rec.get("iterations", ())):
             return evaluations_curve(rec)
-    return Curve(
-        np.asarray(run.iterations, np.int64), np.asarray(run.best_speedup, np.float64), False
-    )
+    iterations = np.asarray(run.iterations, np.int64)
+    best = np.asarray(run.best_speedup, np.float64)
+    return Curve(iterations, best, False, int(iterations[-1]) if len(iterations) else 0)
 
 
 def read_at(curve: Curve, k: int) -> float:
@@ -152,14 +155,14 @@ def samples_to(curve: Curve, value: float) -> float:
     return samples_to_level(curve.iterations, curve.best, value, rtol=REACH_TOLERANCE)
 
 
-def model_seconds(run: Run) -> tuple[float, float]:
+def model_seconds(run: Run, curve: Curve) -> tuple[float, float]:
     """The physics model's seconds (``t_fit`` + ``t_solve`` of the last round) per round and
-    per paid map; NaN for a run without a physics model."""
+    per paid map (``curve.paid``); NaN for a run without a physics model."""
     row = run.last_row
     if any(row.get(c) in (None, "", "nan") for c in MODEL_COLUMNS):
         return math.nan, math.nan
     total = sum(float(row[c]) for c in MODEL_COLUMNS)
-    rounds, paid = len(run.iterations), int(run.iterations[-1])
+    rounds, paid = len(run.iterations), curve.paid
     return total / max(rounds, 1), total / max(paid, 1)
 
 
@@ -216,7 +219,7 @@ class PhysicsResult:
         return self.base.problem
 
     @property
-    def prior(self):
+    def prior(self) -> PriorReading | None:
         return self.base.prior
 
     @property
@@ -233,10 +236,14 @@ class PhysicsResult:
         return None if a is None or k not in self.ks else a.reads[:, self.ks.index(k)]
 
 
-def agent_reads(name: str, runs: Sequence[Run], ks: Sequence[int], level: float, prior):
+def agent_reads(
+    name: str, runs: Sequence[Run], ks: Sequence[int], level: float, prior: PriorReading | None
+) -> AgentReads:
     """:class:`AgentReads` of an agent's finished runs."""
     curves = [board_curve(r) for r in runs]
-    seconds = np.array([model_seconds(r) for r in runs], dtype=np.float64).reshape(-1, 2)
+    seconds = np.array(
+        [model_seconds(r, c) for r, c in zip(runs, curves)], dtype=np.float64
+    ).reshape(-1, 2)
     return AgentReads(
         agent=name,
         runs=list(runs),
@@ -587,7 +594,7 @@ def intro(cfg: DictConfig, machine: str) -> str:
         "got there, and how many did). Tests: two-sided Mann-Whitney U, with the share of "
         "pairs where the agent ended higher (finals) or got there first (samples). The "
         "model side: the physics model's seconds (calibration and residual, and the "
-        "solves) per round and per paid map. The prior's map is solved at most "
+        "solves) per round and per paid map, median [min-max] over seeds. The prior's map is solved at most "
         f"{prior_map.time_limit_of(cfg):.0f} s. The chip: `{script_label(cfg.chip)}` "
         "(docs/external.md)" + cells.problem_chips_text(cfg) + "."
     )
