@@ -19,6 +19,7 @@ from egrl.agents.mbo.physics import (
     one_hot,
     solve_batch,
     unit_distance,
+    window_units,
 )
 from egrl.validation import ConfigError
 from hwmodels.nnpi.calibrate import Calibration
@@ -287,8 +288,28 @@ def test_solve_batch_answers_distinct_maps_in_the_region_and_replaces_refused_on
             ok[0] = False
         return ok
 
-    found, info = solve_batch(model, base, base[None], 2, base[None], 3, 0.5, accept)
+    rng = np.random.default_rng(0)
+    found, info = solve_batch(model, base, base[None], 2, base[None], 3, 0.5, accept, rng)
     assert len(found) == 3 and info["refused"] == 1 and info["solves"] == 4
     assert len(np.unique(found.reshape(3, -1), axis=0)) == 3
     assert (unit_distance(found, base[None]) <= 2).all()
     assert not (found == base).all(axis=(1, 2)).any()
+
+
+def test_a_windowed_solve_changes_only_its_window_and_is_exact_there():
+    env = make_env("nnpi", "resnet18", sram_mib=1.0, llc_mib=4.0)
+    prior = own_prior(env.target)
+    base = env.baseline_mapping
+    free = window_units(env.num_units, 5, np.random.default_rng(1))
+    assert free.sum() == 5 and np.ptp(np.flatnonzero(free)) == 4  # five consecutive units
+    solution = prior.solve(base, time_limit_s=30, free_units=free)
+    assert solution.proven
+    np.testing.assert_array_equal(solution.mapping[~free], base[~free])
+    # no map that changes only the window is faster (all 9 ** 5 of them, as the prior reads them)
+    choices = np.stack(np.meshgrid(*[np.arange(3)] * 10, indexing="ij"), -1).reshape(-1, 5, 2)
+    maps = np.repeat(base[None], len(choices), axis=0)
+    maps[:, free] = choices
+    nnpi = prior.nnpi_maps(maps)
+    _, moved = prior.target.rectify(nnpi)
+    fastest = prior.latency_s(maps[moved == 0]).min()
+    assert solution.latency_s <= fastest * (1 + 1e-12)

@@ -89,17 +89,21 @@ class Additions:
             ``[M]``, the map solved must differ from some ``trust_maps[m]`` in at most
             ``trust_radius[m]`` units (a unit differs when its weight or output does).
         exclude: int64 ``[K, N, 2]``: maps the solve must not return (no-good cuts).
+        fixed: int64 ``[N, 2]``: the level each unit's weight and output must keep (-1:
+            free to choose): a neighbourhood of a large-neighbourhood search.
     """
 
     extra_fs: np.ndarray | None = None
     trust_maps: np.ndarray | None = None
     trust_radius: np.ndarray | None = None
     exclude: np.ndarray | None = None
+    fixed: np.ndarray | None = None
 
     @property
     def empty(self) -> bool:
         """Nothing is added: the plain cost model (whose exact cuts then hold)."""
-        return self.extra_fs is None and self.trust_maps is None and self.exclude is None
+        fields = (self.extra_fs, self.trust_maps, self.exclude, self.fixed)
+        return all(f is None for f in fields)
 
 
 def add_additions(parts: CpModelParts, additions: Additions) -> cp_model.LinearExprT:
@@ -140,6 +144,15 @@ def add_additions(parts: CpModelParts, additions: Additions) -> cp_model.LinearE
             model.add(n - sum(kept) <= int(radius)).only_enforce_if(ball)
             inside.append(ball)
         model.add_bool_or(inside if inside else [False])
+    if additions.fixed is not None:
+        for t, lv in enumerate(np.asarray(additions.fixed, dtype=np.int64).reshape(-1)):
+            if lv < 0:
+                continue
+            lit = same(t, int(lv))
+            if lit is False:
+                model.add_bool_or([False])  # a level the model does not allow: infeasible
+            elif lit is not True:
+                model.add(lit == 1)
     if additions.exclude is not None:
         for levels in additions.exclude:
             flat = np.asarray(levels, dtype=np.int64).reshape(-1)

@@ -259,6 +259,7 @@ class NNPIPrior:
         trust_radius: int | None = None,
         exclude: np.ndarray | None = None,
         hint: np.ndarray | None = None,
+        free_units: np.ndarray | None = None,
         quiet: bool = False,
         deterministic_s: float | None = None,
     ) -> PriorSolution:
@@ -284,6 +285,10 @@ class NNPIPrior:
             hint: int ``[N, H]``: the solver's first map instead of :meth:`hint`'s (as
                 the NNP-I compiler repairs it, :meth:`repaired`): a round of
                 ``agent=mbo`` in physics mode hints with the best map read.
+            free_units: bool ``[N]``: the units the solve may change; every other unit
+                keeps ``base``'s choices (a neighbourhood of a large-neighbourhood search:
+                CP-SAT's presolve removes the fixed units, and the solve is exact on the
+                rest). None: every unit.
             quiet: the solver logs at DEBUG (:func:`hwmodels.nnpi.optimum.solve`).
             deterministic_s: CP-SAT's deterministic time limit besides ``time_limit_s``
                 (with ``workers=1``: the same answer on any machine).
@@ -303,7 +308,9 @@ class NNPIPrior:
 
         start = time.perf_counter()
         base = np.asarray(base, dtype=np.int64)
-        additions = self._additions(base, extra_cost_s, trust_maps, trust_radius, exclude)
+        additions = self._additions(
+            base, extra_cost_s, trust_maps, trust_radius, exclude, free_units
+        )
         result = solve(
             self.target,
             time_limit_s=time_limit_s,
@@ -339,7 +346,9 @@ class NNPIPrior:
             fell_back=fell_back,
         )
 
-    def _additions(self, base, extra_cost_s, trust_maps, trust_radius, exclude) -> Additions:
+    def _additions(
+        self, base, extra_cost_s, trust_maps, trust_radius, exclude, free_units=None
+    ) -> Additions:
         """The options of :meth:`solve` checked and read in NNP-I's levels."""
         others = np.ones(len(self.num_choices), dtype=bool)
         others[self.columns] = False  # heads the prior does not place: fixed to base
@@ -366,7 +375,18 @@ class NNPIPrior:
             raise ValueError("trust_maps holds no map")
         if extra_fs is None and not self.chip_figures.plain:  # no cuts: zero extra costs
             extra_fs = np.zeros((self.target.num_units, 2, len(LEVELS)), dtype=np.int64)
-        return Additions(extra_fs=extra_fs, trust_maps=trust, trust_radius=radius, exclude=excluded)
+        fixed = None
+        if free_units is not None:
+            free = np.asarray(free_units)
+            if free.shape != (self.target.num_units,) or free.dtype != bool:
+                raise ValueError(
+                    f"free_units must be a bool array of shape [{self.target.num_units}], "
+                    f"got {free.dtype} {list(free.shape)}"
+                )
+            fixed = np.where(free[:, None], -1, self.nnpi_maps(base[None])[0])
+        return Additions(
+            extra_fs=extra_fs, trust_maps=trust, trust_radius=radius, exclude=excluded, fixed=fixed
+        )
 
     def _choices(self, maps, what: str) -> np.ndarray:
         """int64 ``[M, N, H]``: ``maps`` checked against the external target's choices."""

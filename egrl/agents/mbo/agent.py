@@ -248,7 +248,7 @@ class ModelBasedAgent(SearchAgent):
                 o.calibrate,
                 o.residual,
                 o.prior_weight,
-                int(np.random.SeedSequence([self.cfg.seed, len(maps)]).generate_state(1)[0]),
+                int(self._round_rng().integers(2**31)),
             )
         self.fitted_on = len(maps)
         if self.run_dir is not None and self.model.calibration is not None:
@@ -277,12 +277,20 @@ class ModelBasedAgent(SearchAgent):
                 count,
                 o.solve_time_s,
                 self._accepts,
+                self._round_rng(),
+                o.window,
             )
         self.physics_row |= {"solves": info["solves"], "solver_refused": info["refused"]}
         if len(found) > o.solutions:
             order = np.argsort(self.model.latency_s(found), kind="stable")
             found = found[order[: o.solutions]]
         return found
+
+    def _round_rng(self) -> np.random.Generator:
+        """A generator of the run's seed and the count of readings: a resumed run, which
+        fits again the model the interrupted run fitted after its last round, draws what
+        the uninterrupted run drew."""
+        return np.random.default_rng([self.cfg.seed, len(self.readings)])
 
     def _accepts(self, maps: np.ndarray) -> np.ndarray:
         """bool ``[B]``: the chip's compiler accepts each map ``[B, N, H]`` as it is (a

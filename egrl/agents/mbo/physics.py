@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0)
 #: the fewest readings a residual is fitted on (fewer: no residual)
 MIN_RESIDUAL = 4
+#: random neighbours a solve's hint is the best of (:func:`neighbour_hint`)
+HINT_NEIGHBOURS = 256
 #: each solve's wall limit, as a multiple of its deterministic limit (``solve_time_s``):
 #: one worker and a deterministic limit answer the same map for the same run on any
 #: machine; the wall limit only stands behind it
@@ -287,6 +289,54 @@ class TrustRegion:
         return dict(self.__dict__)
 
 
+def window_units(num_units: int, window: int | None, rng: np.random.Generator) -> np.ndarray:
+    """bool ``[N]``: the units one solve may change: ``window`` consecutive units (in the
+    workload's order, so that producers and their consumers fall in one window) from a
+    random start; every unit without a window or when it covers them all."""
+    free = np.ones(num_units, dtype=bool)
+    if window is None or window >= num_units:
+        return free
+    start = int(rng.integers(0, num_units - window + 1))
+    free[:] = False
+    free[start : start + window] = True
+    return free
+
+
+def neighbour_hint(
+    model: PhysicsModel,
+    centre: np.ndarray,
+    radius: int | None,
+    free: np.ndarray,
+    excluded: set[bytes],
+    rng: np.random.Generator,
+    count: int = HINT_NEIGHBOURS,
+) -> np.ndarray | None:
+    """int64 ``[N, H]``: a solve's first map, the best by the model of ``count`` random
+    neighbours of ``centre`` ``[N, H]`` (1 to ``radius`` of the ``free`` units, bool
+    ``[N]``, given random choices; 1 to 4 without a radius) that the prior's compiler
+    accepts and that are not ``excluded`` (keys of int16 maps); None if none is. The
+    centre itself is a map read, excluded from the solve: hinted with it, CP-SAT found no
+    map, or a poor one, within its time on ResNet-101 (0.93x of the centre by the prior's
+    latency)."""
+    h = centre.shape[1]
+    units_free = np.flatnonzero(free)
+    most = max(1, min(int(radius) if radius is not None else 4, len(units_free)))
+    maps = np.repeat(centre[None], count, axis=0)
+    changed = rng.integers(1, most + 1, size=count)
+    for i, k in enumerate(changed):
+        units = rng.choice(units_free, size=int(k), replace=False)
+        maps[i, units] = rng.integers(0, model.num_choices[None], size=(int(k), h))
+    nnpi = model.prior.nnpi_maps(maps)
+    _, moved = model.prior.target.rectify(nnpi)
+    keep = np.asarray(moved) == 0  # the prior's compiler moves no byte
+    keep &= np.array([m.astype(np.int16).tobytes() not in excluded for m in maps])
+    keep &= (maps != centre[None]).any(axis=(1, 2))
+    if not keep.any():
+        return None
+    maps = maps[keep]
+    return maps[int(np.argmin(model.latency_s(maps)))]
+
+
 def solve_batch(
     model: PhysicsModel,
     base: np.ndarray,
@@ -296,32 +346,41 @@ def solve_batch(
     count: int,
     time_limit_s: float,
     accept: Callable[[np.ndarray], np.ndarray],
+    rng: np.random.Generator,
+    window: int | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Up to ``count`` distinct maps ``[<= count, N, H]`` of the calibrated prior plus the
     linear residual, solved exactly within ``radius`` units of ``anchors`` ``[A, N, H]``
     (None: anywhere), none of ``exclude`` ``[K, N, H]``.
 
-    Each solve excludes the maps solved before it and is hinted with the last of them
-    (the first with ``base`` ``[N, H]``, the best map read); it runs one CP-SAT worker
+    Each solve changes only a ``window`` of consecutive units of ``base`` ``[N, H]`` (the
+    best map read; :func:`window_units`, ``rng``: a large-neighbourhood search whose every
+    step is exact in its window; None: every unit), excludes the maps solved before it
+    and is hinted with the best neighbour of ``base`` in the window
+    (:func:`neighbour_hint`); it runs one CP-SAT worker
     for ``time_limit_s`` of deterministic time (:data:`WALL_FACTOR`). The
     chip's compiler (``accept``: maps ``[B, N, H]`` -> bool ``[B]``) is asked about each
     pass's maps at once; a refused map stays excluded and the next pass solves a
-    replacement (three passes at most). A solve that finds no map (the region exhausted,
-    or nothing in time) ends the batch.
+    replacement (three passes at most). A solve that finds no map (its window or the
+    region exhausted, or nothing in time) is a miss: without a window the first ends the
+    batch, with one the batch ends after ``count`` misses.
 
     Returns the maps and counts ``{"solves", "refused", "solve_s", "proven"}``.
     """
     scale = float(model.prior.latency_s(base[None])[0])
     extra = model.extra_cost_s(scale)
     excluded = [np.asarray(m, dtype=np.int64) for m in exclude]
+    keys = {m.astype(np.int16).tobytes() for m in excluded}
     found: list[np.ndarray] = []
-    info = {"solves": 0, "refused": 0, "solve_s": 0.0, "proven": 0}
+    info = {"solves": 0, "refused": 0, "solve_s": 0.0, "proven": 0, "misses": 0}
     trust = {} if radius is None else {"trust_maps": anchors, "trust_radius": int(radius)}
-    exhausted = False
+    exhausted, misses = False, 0
     for _ in range(3):
         solved: list[np.ndarray] = []
         while len(found) + len(solved) < count:
             start = time.perf_counter()
+            free = window_units(len(base), window, rng)
+            hint = neighbour_hint(model, base, radius, free, keys, rng)
             solution = model.prior.solve(
                 base,
                 time_limit_s=WALL_FACTOR * time_limit_s,
@@ -329,24 +388,30 @@ def solve_batch(
                 deterministic_s=time_limit_s,
                 extra_cost_s=extra,
                 exclude=np.stack(excluded) if excluded else None,
-                hint=solved[-1] if solved else base,
+                hint=base if hint is None else hint,
+                free_units=None if free.all() else free,
                 quiet=True,
                 **trust,
             )
             info["solves"] += 1
             info["solve_s"] += time.perf_counter() - start
             if solution.fell_back or solution.status == "infeasible":
-                log.info("physics: the solve found no map (%s)", solution.status)
-                exhausted = True
-                break
+                misses += 1
+                exhausted = free.all() or misses >= count
+                log.debug("physics: a solve found no map (%s)", solution.status)
+                if exhausted:
+                    break
+                continue
             info["proven"] += int(solution.proven)
             solved.append(np.asarray(solution.mapping, dtype=np.int64))
             excluded.append(solved[-1])
+            keys.add(solved[-1].astype(np.int16).tobytes())
         if solved:
             ok = np.asarray(accept(np.stack(solved)), dtype=bool)
             found.extend(m for m, keep in zip(solved, ok) if keep)
             info["refused"] += int((~ok).sum())
         if exhausted or len(found) >= count:
             break
+    info["misses"] = misses
     shape = (0, *base.shape)
     return (np.stack(found) if found else np.zeros(shape, np.int64)), info
