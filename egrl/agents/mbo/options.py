@@ -104,10 +104,9 @@ class MBOOptions:
             ``radius`` units), its least and its most; ``radius_min <= radius <=
             radius_max``.
         anchors: the best maps read that centre the trust region, >= 1.
-        window: the consecutive units each solve may change, the rest kept at the best
-            map read (a large-neighbourhood search, exact in each window; on ResNet-101
-            a solve over every unit found no map, or one 0.93x of the best read, in its
-            time), >= 1; None: every unit.
+        window: None (each solve over every unit), or the consecutive units each solve
+            may change, the rest kept at the best map read (a large-neighbourhood search,
+            exact in each window), >= 1.
         solve_time_s: CP-SAT's deterministic seconds of each solve, > 0 (one worker: the
             same map for the same run on any machine; the best map found so far is
             answered).
@@ -142,7 +141,7 @@ class MBOOptions:
     radius_min: int = ruled(at_least(1), 1)
     radius_max: int = ruled(at_least(1), 64)
     anchors: int = ruled(at_least(1), 3)
-    window: int | None = ruled(Rule(int, low=1, optional=True), 32)
+    window: int | None = ruled(Rule(int, low=1, optional=True), None)
     solve_time_s: float = ruled(Rule(float, low=0, low_open=True), 0.5)
 
     #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
