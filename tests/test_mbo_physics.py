@@ -201,6 +201,8 @@ def test_physics_off_is_todays_mbo():
         ({"solve_time_s": 0}, "option solve_time_s=0 is invalid"),
         ({"prior_weight": -1}, "option prior_weight=-1 is invalid"),
         ({"physics": "yes"}, "option physics=yes is invalid: expected one of auto, on, off"),
+        ({"window": 0}, "option window=0 is invalid: expected an integer >= 1 or null"),
+        ({"solutions": 0}, "option solutions=0 is invalid: expected an integer >= 1"),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options, problem):
