@@ -144,13 +144,11 @@ class SimulatedAnnealing(SearchAgent):
         """One proposal per chain, evaluated as one batch; returns bool ``[C']``: accepted
         (``C' < C`` when the budget cut the batch)."""
         current = (
-            self.current
-            if self.ledger.screen is None
-            else np.repeat(self.current, self.ledger.pool, 0)
+            self.current if self.screen is None else np.repeat(self.current, self.ledger.pool, 0)
         )
         with self.timer("evolution"):
             proposals = neighbours(current, self.env.num_choices, self.options.moves, self.rng)
-        if self.ledger.screen is not None:
+        if self.screen is not None:
             pools = proposals.reshape(len(self.current), self.ledger.pool, *proposals.shape[1:])
             if self.searching:
                 with self.timer(SCREEN_PHASE):
@@ -191,11 +189,11 @@ class SimulatedAnnealing(SearchAgent):
         one per chain (:meth:`~egrl.screening.screen.Screen.choose`)."""
         steps = self.search_generations
         state = self.current.copy()
-        value = self.ledger.screen.value(state)
+        value = self.screen.value(state)
         visited = [first]
         for _ in range(steps - 1):
             proposal = neighbours(state, self.env.num_choices, self.options.moves, self.rng)
-            predicted = self.ledger.screen.value(proposal)
+            predicted = self.screen.value(proposal)
             accept = metropolis(predicted - value, temp, self.rng)
             state[accept], value[accept] = proposal[accept], predicted[accept]
             visited.append(proposal)

@@ -141,7 +141,7 @@ class GeneticAlgorithm(SearchAgent):
         else:
             with self.timer("evolution"):
                 offspring = self._offspring()
-            if self.ledger.screen is not None and self.ledger.pool > 1:
+            if self.screen is not None and self.ledger.pool > 1:
                 offspring = self._screened(offspring)
             todo = [ind for ind in offspring if not ind.fitness.valid]
         ev = self.ledger.evaluate(np.array(todo, dtype=np.int64).reshape(-1, *self.shape), "ga")
@@ -182,7 +182,7 @@ class GeneticAlgorithm(SearchAgent):
         if not individuals:
             return
         maps = np.array(individuals, dtype=np.int64).reshape(-1, *self.shape)
-        for ind, value in zip(individuals, self.ledger.screen.value(maps)):
+        for ind, value in zip(individuals, self.screen.value(maps)):
             ind.fitness.values = (float(value),)
             ind.measured = False
 

@@ -47,7 +47,7 @@ class RandomSearch(SearchAgent):
 
     def step(self) -> dict:
         count = min(self.options.batch, self.ledger.remaining)
-        if self.ledger.screen is None:
+        if self.screen is None:
             maps = self.env.random_mappings(count, self.rng)
         else:
             # model search (``screen.search=G``, a model fitted): G maps drawn per map paid

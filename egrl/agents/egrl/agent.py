@@ -254,10 +254,8 @@ class EGRLAgent(SearchAgent):
                 for _ in range(max(1, lc.num_learners))
             ]
             self.portfolio = LearnerPortfolio(learners, ucb_c=lc.ucb_c)
-            if self.ledger.screen is not None:
-                self.ledger.screen.attach_critic(
-                    LearnerCritic(learners, self.graph, self._lead_learner)
-                )
+            if self.screen is not None:
+                self.screen.attach_critic(LearnerCritic(learners, self.graph, self._lead_learner))
         self.options = parse_options(EGRLOptions, cfg)
         self.start = resolve_start(self.options.start, env, self.name)
         #: int64 ``[N, H]``: the map put into the policies (None: the paper's start)
@@ -452,7 +450,7 @@ class EGRLAgent(SearchAgent):
             return self._submit_searched(sent)
         with self.timer("inference"):
             maps, kinds, probs = self._population_maps()
-        if self.ledger.screen is not None and self.ledger.pool > 1:
+        if self.screen is not None and self.ledger.pool > 1:
             maps = self._screen_population(maps, probs)
         for kind in dict.fromkeys(kinds.tolist()):
             if self.ledger.remaining <= 0:
@@ -495,7 +493,7 @@ class EGRLAgent(SearchAgent):
             if generation:
                 self.population.evolve(self.graph, self.generator)
             gen_maps, gen_kinds, gen_probs = self._population_maps()
-            self.population.set_fitness(self.ledger.screen.value(gen_maps))
+            self.population.set_fitness(self.screen.value(gen_maps))
             maps.append(gen_maps), kinds.append(gen_kinds), probs.append(gen_probs)
         joined = None if probs[0] is None else np.concatenate(probs)
         return np.concatenate(maps), np.concatenate(kinds), joined
