@@ -129,3 +129,39 @@ def test_a_solver_without_a_map_in_time_answers_the_compilers_map(caplog):
     assert result.latency_s == pytest.approx(env.baseline_latency_s, rel=1e-12)
     assert 0 <= result.bound_s <= result.latency_s and result.gap > 0
     assert "the hint (the native compiler's map) is the best known" in caplog.text
+
+
+def test_optimum_with_additions_is_exact_where_an_on_chip_level_is_slower_for_small_tensors():
+    """A calibrated prior's set-up time per SRAM transfer can make SRAM slower than DRAM
+    for a small tensor, so that a node compute-bound with everything in DRAM is
+    memory-bound with a tensor in SRAM: the CP model must still price it (it once held
+    such nodes at their compute time, and its map then read slower than its objective)."""
+    from hwmodels.nnpi.cpmodel import Additions
+    from hwmodels.nnpi.figures import ChipFigures
+    from hwmodels.nnpi.optimum import solve
+    from hwmodels.nnpi.params import LEVELS, NNPIParams
+
+    w = random_dag(5, np.random.default_rng(3), max_bytes=3000)
+    params = NNPIParams(llc_mib=8000 / 2**20, sram_mib=6000 / 2**20, peak_tops=3.0)
+    target = ChipFigures(params, setup_s=(0.0, 0.0, 2e-7)).bind(w)
+    costs = target.costs
+    all_dram = costs.memory_fs(np.zeros((1, w.num_nodes, 2), dtype=np.int64))[0]
+    all_sram = costs.memory_fs(np.full((1, w.num_nodes, 2), 2, dtype=np.int64))[0]
+    slower = (all_dram <= costs.compute_fs) & (all_sram > costs.compute_fs)
+    assert slower.any()  # the case at hand: a node compute-bound in DRAM, memory-bound in SRAM
+    extra = np.zeros((w.num_nodes, 2, len(LEVELS)), dtype=np.int64)
+    result = solve(target, time_limit_s=60, workers=1, additions=Additions(extra_fs=extra))
+    assert result.proven
+    maps = maps_numbered(0, 3 ** (2 * w.num_nodes), w.num_nodes)
+    _, moved = target.rectify(maps)
+    best = target.latency_fs(maps[moved == 0]).min()
+    assert result.info["latency_fs"] == best
+    # such a node's output in SRAM, the rest in DRAM: solved as the only map allowed, the
+    # objective is the evaluator's latency (the solve checks it and raises otherwise)
+    node = int(np.flatnonzero(slower)[0])
+    fixed = np.zeros((w.num_nodes, 2), dtype=np.int64)
+    fixed[node, 1] = 2
+    assert target.rectify(fixed[None])[1][0] == 0  # a valid map
+    assert target.latency_fs(fixed[None])[0] > target.latency_fs(fixed[None] * 0)[0]
+    only = solve(target, time_limit_s=60, workers=1, additions=Additions(fixed=fixed))
+    np.testing.assert_array_equal(only.mapping, fixed)

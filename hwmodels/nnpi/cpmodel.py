@@ -176,10 +176,19 @@ def touched_nodes(workload) -> list[list[int]]:
 
 
 def free_nodes(target) -> np.ndarray:
-    """bool ``[N]``: nodes that are memory-bound with every tensor in DRAM."""
-    n = target.num_units
-    all_dram = target.costs.memory_fs(np.zeros((1, n, 2), dtype=np.int64))[0]
-    return all_dram > target.costs.compute_fs
+    """bool ``[N]``: nodes whose time can depend on the levels: memory-bound with every
+    tensor they touch on its slowest level (DRAM where the levels are ordered by speed;
+    a calibrated prior's set-up times can make an on-chip level slower for a small
+    tensor, and a node compute-bound in DRAM then memory-bound there)."""
+    costs = target.costs
+    worst_output = costs.output_fs.max(axis=1)
+    worst = (
+        costs.weight_fs.max(axis=1)
+        + worst_output
+        + np.asarray(costs.consumers_of @ worst_output).reshape(-1)
+        + costs.host_fs
+    )
+    return worst > costs.compute_fs
 
 
 def allowed_levels(
@@ -306,10 +315,11 @@ def _roofline_var(model, x, i, mine, allowed, saving, base, compute) -> cp_model
     expr = base + sum(
         int(saving[t, lv]) * x[(t, lv)] for t in mine for lv in allowed[t] if lv != DRAM
     )
-    low = max(compute, base + int(sum(saving[t].min() for t in mine)))
-    mem = model.new_int_var(0, base, f"mem{i}")
+    least = base + int(sum(saving[t, allowed[t]].min() for t in mine))
+    most = base + int(sum(saving[t, allowed[t]].max() for t in mine))  # > base: a slow level
+    mem = model.new_int_var(min(0, least), most, f"mem{i}")
     model.add(mem == expr)
-    ti = model.new_int_var(low, base, f"t{i}")
+    ti = model.new_int_var(max(compute, least), max(compute, most), f"t{i}")
     model.add_max_equality(ti, [compute, mem])
     return ti
 
