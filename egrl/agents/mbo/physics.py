@@ -232,7 +232,7 @@ def fit_model(
 def _ridge(features: np.ndarray, target: np.ndarray) -> np.ndarray:
     """float64 ``[F]``: ridge weights on ``features`` ``[M, F]`` (centred: the intercept is a
     constant factor no map choice changes, so it is left out), penalty by leave-one-out."""
-    from sklearn.linear_model import RidgeCV
+    from sklearn.linear_model import RidgeCV  # start-up time
 
     model = RidgeCV(alphas=RIDGE_ALPHAS, fit_intercept=True).fit(features, target)
     return np.asarray(model.coef_, dtype=np.float64)
@@ -240,7 +240,7 @@ def _ridge(features: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def _forest(features: np.ndarray, target: np.ndarray, seed: int):
     """Extra trees on the maps' choices ``[M, N * H]`` predicting the log-latency miss."""
-    from sklearn.ensemble import ExtraTreesRegressor
+    from sklearn.ensemble import ExtraTreesRegressor  # start-up time
 
     return ExtraTreesRegressor(
         n_estimators=100, min_samples_leaf=2, random_state=int(seed), n_jobs=1
