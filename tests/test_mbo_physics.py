@@ -11,14 +11,13 @@ import pytest
 
 from egrl import make_env
 from egrl.agents import make_agent
-from egrl.agents.mbo.agent import CALIBRATION_FILE
+from egrl.agents.mbo.agent import CALIBRATION_FILE, distance
 from egrl.agents.mbo.physics import (
     ChipReadings,
     TrustRegion,
     fit_model,
     one_hot,
     solve_batch,
-    unit_distance,
     window_units,
 )
 from egrl.validation import ConfigError
@@ -294,7 +293,7 @@ def test_solve_batch_answers_distinct_maps_in_the_region_and_replaces_refused_on
     found, info = solve_batch(model, base, base[None], 2, base[None], 3, 0.5, accept, rng)
     assert len(found) == 3 and info["refused"] == 1 and info["solves"] == 4
     assert len(np.unique(found.reshape(3, -1), axis=0)) == 3
-    assert (unit_distance(found, base[None]) <= 2).all()
+    assert (distance(found, base[None], units=True) <= 2).all()
     assert not (found == base).all(axis=(1, 2)).any()
 
 

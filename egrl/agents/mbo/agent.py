@@ -56,7 +56,6 @@ from egrl.agents.mbo.physics import (
     TrustRegion,
     fit_model,
     solve_batch,
-    unit_distance,
 )
 from egrl.agents.mbo.searchers import SEARCHERS, Context
 from egrl.agents.options import parse_options, resolve_start, start_mappings
@@ -92,14 +91,16 @@ def spaced(maps: np.ndarray, order: np.ndarray, count: int, spacing: int) -> np.
     return np.array(taken, dtype=np.int64)
 
 
-def distance(maps: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+def distance(maps: np.ndarray, anchors: np.ndarray, units: bool = False) -> np.ndarray:
     """int64 ``[P]``: the (unit, head) entries in which each of ``maps`` ``[P, N, H]``
-    differs from the nearest of ``anchors`` ``[A, N, H]`` (0 for every map without
-    anchors)."""
-    if not len(anchors):
+    differs from the nearest of ``anchors`` ``[A, N, H]`` (``units``: the units, a unit
+    differing when any of its heads does, as physics first's trust region counts them;
+    0 for every map without anchors)."""
+    if not len(anchors) or not len(maps):
         return np.zeros(len(maps), dtype=np.int64)
-    flat, centres = maps.reshape(len(maps), -1), anchors.reshape(len(anchors), -1)
-    return (flat[:, None, :] != centres[None]).sum(axis=2).min(axis=1)
+    differ = np.asarray(maps)[:, None] != np.asarray(anchors)[None]  # [P, A, N, H]
+    differ = differ.any(axis=3) if units else differ.reshape(*differ.shape[:2], -1)
+    return differ.sum(axis=2).min(axis=1)
 
 
 @register_agent("mbo")
@@ -265,7 +266,7 @@ class ModelBasedAgent(SearchAgent):
             [read, np.asarray(self.refused, np.int64).reshape(-1, *read.shape[1:])]
         )
         if radius is not None:  # only maps the region holds can be solutions
-            exclude = exclude[unit_distance(exclude, anchors) <= radius]
+            exclude = exclude[distance(exclude, anchors, units=True) <= radius]
         count = min(o.solved_pool, max(self.ledger.remaining, 0))
         with self.timer(SOLVE_PHASE):
             found, info = solve_batch(
@@ -312,10 +313,8 @@ class ModelBasedAgent(SearchAgent):
     def _physics_value(self, maps: np.ndarray) -> np.ndarray:
         """float64 ``[P]``: what the searchers score maps ``[P, N, H]`` by in physics mode:
         the speedup over the compiler's map the calibrated prior plus residual predicts,
-        the measured one for a map read."""
+        the measured one for a map read (the searchers run only after the round's fit)."""
         base = self.env.baseline_latency_s
-        if self.model is None:
-            return self.screen.value(maps)
         predicted = base / self.model.latency_s(maps)
         read = self.readings.latency_of(maps)
         return np.where(np.isnan(read), predicted, base / read)

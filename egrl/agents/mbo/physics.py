@@ -65,6 +65,9 @@ class ChipReadings:
         env: the run's environment (its compiler's map and latency seed the readings).
     """
 
+    #: the record's readings it keeps (:meth:`read`)
+    kinds = (SEARCH, CONFIRM, COMPILER)
+
     def __init__(self, env) -> None:
         self.num_units, self.num_heads = env.num_units, env.num_heads
         #: map key -> [map int16 [N, H], sum of latencies, readings]
@@ -72,8 +75,6 @@ class ChipReadings:
         base = getattr(env, "baseline_measurement", None)
         if base is not None and np.isfinite(env.baseline_latency_s):
             self.add(np.asarray(base.rectified[:1]), np.array([env.baseline_latency_s]))
-
-    kinds = (SEARCH, CONFIRM, COMPILER)
 
     def read(self, reading: Reading) -> None:
         """Keep the measured maps of one reading of the record (as the chip ran them)."""
@@ -130,15 +131,6 @@ class ChipReadings:
         for m, s, c in zip(state["maps"], state["sums"], state["counts"]):
             m = np.asarray(m, dtype=np.int16)
             self._rows[m.tobytes()] = [m, float(s), int(c)]
-
-
-def unit_distance(maps: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-    """int64 ``[P]``: the units in which each of ``maps`` ``[P, N, H]`` differs from the
-    nearest of ``anchors`` ``[A, N, H]``."""
-    if not len(maps):
-        return np.zeros(0, dtype=np.int64)
-    differ = (np.asarray(maps)[:, None] != np.asarray(anchors)[None]).any(axis=3)  # [P, A, N]
-    return differ.sum(axis=2).min(axis=1)
 
 
 def one_hot(maps: np.ndarray, num_choices: np.ndarray) -> np.ndarray:
@@ -207,9 +199,10 @@ def fit_model(
     prior_weight: float,
     seed: int,
 ) -> PhysicsModel:
-    """Calibrate ``datasheet`` (the prior of ``target``, the run's target) to the readings (maps int ``[M, N, H]``, latencies float
-    ``[M]``; ``calibrated`` False: the datasheet as it is) and fit ``residual`` (one of
-    :data:`RESIDUALS`) on what the calibrated prior misses."""
+    """Calibrate ``datasheet`` (the prior of ``target``, the run's target) to the readings
+    (maps int ``[M, N, H]``, latencies float ``[M]``; ``calibrated`` False: the datasheet
+    as it is) and fit ``residual`` (one of
+    :data:`~egrl.agents.mbo.options.RESIDUALS`) on what the calibrated prior misses."""
     calibration = None
     prior = datasheet
     if calibrated and len(maps):
@@ -230,8 +223,8 @@ def fit_model(
 
 
 def _ridge(features: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """float64 ``[F]``: ridge weights on ``features`` ``[M, F]`` (centred: the intercept is a
-    constant factor no map choice changes, so it is left out), penalty by leave-one-out."""
+    """float64 ``[F]``: ridge weights on ``features`` ``[M, F]``, penalty by leave-one-out;
+    the intercept is fitted and dropped (a constant factor no map choice changes)."""
     from sklearn.linear_model import RidgeCV  # start-up time
 
     model = RidgeCV(alphas=RIDGE_ALPHAS, fit_intercept=True).fit(features, target)
@@ -365,7 +358,7 @@ def solve_batch(
     region exhausted, or nothing in time) is a miss: without a window the first ends the
     batch, with one the batch ends after ``count`` misses.
 
-    Returns the maps and counts ``{"solves", "refused", "solve_s", "proven"}``.
+    Returns the maps and counts ``{"solves", "refused", "solve_s", "proven", "misses"}``.
     """
     scale = float(model.prior.latency_s(base[None])[0])
     extra = model.extra_cost_s(scale)
@@ -374,7 +367,7 @@ def solve_batch(
     found: list[np.ndarray] = []
     info = {"solves": 0, "refused": 0, "solve_s": 0.0, "proven": 0, "misses": 0}
     trust = {} if radius is None else {"trust_maps": anchors, "trust_radius": int(radius)}
-    exhausted, misses = False, 0
+    exhausted = False
     for _ in range(3):
         solved: list[np.ndarray] = []
         while len(found) + len(solved) < count:
@@ -396,8 +389,8 @@ def solve_batch(
             info["solves"] += 1
             info["solve_s"] += time.perf_counter() - start
             if solution.fell_back or solution.status == "infeasible":
-                misses += 1
-                exhausted = free.all() or misses >= count
+                info["misses"] += 1
+                exhausted = free.all() or info["misses"] >= count
                 log.debug("physics: a solve found no map (%s)", solution.status)
                 if exhausted:
                     break
@@ -412,6 +405,5 @@ def solve_batch(
             info["refused"] += int((~ok).sum())
         if exhausted or len(found) >= count:
             break
-    info["misses"] = misses
     shape = (0, *base.shape)
     return (np.stack(found) if found else np.zeros(shape, np.int64)), info
