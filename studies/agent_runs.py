@@ -65,6 +65,17 @@ def check(cfg: DictConfig) -> None:
         raise StudyError(f"{cfg.study}: every agent is a peer: no agent of the toolkit")
 
 
+def check_pairs(cfg: DictConfig, key: str, expected: str, among) -> None:
+    """Every pair of the plan's ``key`` is two names (``expected``: their words, e.g.
+    ``[AGENT, AGAINST]``), each one of ``among``."""
+    for pair in cfg.get(key) or []:
+        if len(pair) != 2:
+            raise StudyError(f"{cfg.study}: {key} has {list(pair)}: expected {expected}")
+        for name in pair:
+            if name not in among:
+                raise StudyError(f"{cfg.study}: {key} names {name!r}, not among the agents")
+
+
 def agents_of(cfg: DictConfig, problem: str) -> list[str]:
     """The agents a problem runs (:func:`studies.cells.agents_of`: the plan's, or those
     of ``problem_only``), less those that ``agent_problems`` keeps to other problems (a

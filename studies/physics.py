@@ -84,12 +84,7 @@ def check(cfg: DictConfig) -> None:
     is then not measured); ``reads`` are board runs."""
     agent_runs.check(cfg)
     prior_map.check_priors(cfg)
-    for pair in cfg.get("tests") or []:
-        if len(pair) != 2:
-            raise StudyError(f"{cfg.study}: tests has {list(pair)}: expected [AGENT, AGAINST]")
-        for name in pair:
-            if name not in cfg.agent_overrides:
-                raise StudyError(f"{cfg.study}: tests names {name!r}, not among the agents")
+    agent_runs.check_pairs(cfg, "tests", "[AGENT, AGAINST]", cfg.agent_overrides)
     bad = [k for k in cfg.get("reads") or [] if int(k) < 1]
     if bad:
         raise StudyError(f"{cfg.study}: reads has {bad[0]}: expected board runs >= 1")

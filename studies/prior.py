@@ -32,7 +32,7 @@ from studies.agent_runs import AgentResult, PriorResult
 from studies.cells import test_text
 from studies.prior_map import PriorReading, room_over
 from studies.render import left_out, markdown_table, reproduce
-from studies.runner import CommandSpec, Page, RunSpec, StudyError, script_label
+from studies.runner import CommandSpec, Page, RunSpec, script_label
 from studies.stats import format_mean_std, mean_std
 
 SECTION = "prior"
@@ -50,12 +50,7 @@ def check(cfg: DictConfig) -> None:
     ``starts`` and the agent it is held against are agents of the plan."""
     agent_runs.check(cfg)
     prior_map.check_priors(cfg)
-    for pair in cfg.get("starts") or []:
-        if len(pair) != 2:
-            raise StudyError(f"{cfg.study}: starts has {list(pair)}: expected [FROM_PRIOR, BASE]")
-        for name in pair:
-            if name not in cfg.agents:
-                raise StudyError(f"{cfg.study}: starts names {name!r}, not among the agents")
+    agent_runs.check_pairs(cfg, "starts", "[FROM_PRIOR, BASE]", cfg.agents)
 
 
 def pairs(cfg: DictConfig) -> list[tuple[str, str]]:
