@@ -157,7 +157,13 @@ def test_on_a_built_in_model_the_prior_is_the_model_and_its_optimum_is_paid_firs
 
 @pytest.mark.parametrize(
     "options",
-    [{"acquire": "searchers"}, {"residual": "forest"}, {"region": False}, {"calibrate": False}],
+    [
+        {"acquire": "searchers"},
+        {"residual": "forest"},
+        {"region": False},
+        {"calibrate": False},
+        {"anywhere": 2},
+    ],
 )
 def test_every_ablation_runs_and_keeps_the_prior(options):
     env = small_env()
@@ -165,6 +171,29 @@ def test_every_ablation_runs_and_keeps_the_prior(options):
     agent.run()
     prior = float(env.evaluate(env.prior_solution(60.0).mapping[None]).speedup[0])
     assert agent.ledger.iterations == 14 and agent.ledger.best.speedup >= prior - 1e-12
+
+
+def test_maps_solved_anywhere_are_solved_over_every_unit_and_the_rest_in_the_region():
+    env = small_env()
+    agent = make_agent(
+        env, physics_config(budget=17, physics="on", residual="none", anywhere=1, radius=1)
+    )
+    agent.run()
+    agent.ledger.budget.total += 4  # a round more: the solve below may pay 4 maps
+    read = agent._fit()
+    agent.region.radius = 1
+    found = agent._solve(read)
+    anchors, _ = agent.readings.best(agent.options.anchors)
+    assert len(found) == 4 and len(np.unique(found.reshape(4, -1), axis=0)) == 4
+    keys = {m.tobytes() for m in read.astype(np.int16)}
+    assert all(m.astype(np.int16).tobytes() not in keys for m in found)  # none read
+    assert (distance(found[1:], anchors, units=True) <= 1).all()  # the rest in the region
+    # the first is the model's best unread map over every unit, here outside the region
+    anywhere, _ = solve_batch(
+        agent.model, anchors[0], anchors, None, read, 1, 0.5, agent._accepts, agent._round_rng()
+    )
+    np.testing.assert_array_equal(found[0], anywhere[0])
+    assert distance(found[:1], anchors, units=True)[0] > 1
 
 
 @pytest.mark.slow
@@ -202,6 +231,12 @@ def test_physics_off_is_todays_mbo():
         ({"physics": "yes"}, "option physics=yes is invalid: expected one of auto, on, off"),
         ({"window": 0}, "option window=0 is invalid: expected an integer >= 1 or null"),
         ({"solutions": 0}, "option solutions=0 is invalid: expected an integer >= 1"),
+        ({"anywhere": -1}, "option anywhere=-1 is invalid: expected an integer >= 0"),
+        (
+            {"anywhere": 5},
+            "anywhere=5 is invalid with solutions=4 (pool=None): expected at most the 4 maps "
+            "solved per round",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options, problem):

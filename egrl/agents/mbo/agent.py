@@ -258,34 +258,60 @@ class ModelBasedAgent(SearchAgent):
 
     def _solve(self, read: np.ndarray) -> np.ndarray:
         """The round's solver maps ``[<= solutions, N, H]`` (none read, none refused), the
-        best by the model when more were solved (a forest residual's re-ranking)."""
+        best by the model when more were solved (a forest residual's re-ranking): first
+        ``anywhere`` of them solved outside the trust region, then the rest inside it."""
         o = self.options
         anchors, _ = self.readings.best(o.anchors)
         radius = self.region.radius if o.region else None
-        exclude = np.concatenate(
-            [read, np.asarray(self.refused, np.int64).reshape(-1, *read.shape[1:])]
-        )
-        if radius is not None:  # only maps the region holds can be solutions
-            exclude = exclude[distance(exclude, anchors, units=True) <= radius]
         count = min(o.solved_pool, max(self.ledger.remaining, 0))
+        rng = self._round_rng()
+        far = np.zeros((0, *read.shape[1:]), np.int64)
         with self.timer(SOLVE_PHASE):
-            found, info = solve_batch(
-                self.model,
-                anchors[0],
-                anchors,
-                radius,
-                exclude,
-                count,
-                o.solve_time_s,
-                self._accepts,
-                self._round_rng(),
-                o.window,
-            )
+            if radius is not None and o.anywhere and count:
+                exclude = np.concatenate([read, self._refused_maps(read)])
+                far, far_info = self._solve_part(
+                    anchors, None, exclude, min(o.anywhere, count), rng
+                )
+            exclude = np.concatenate([read, far, self._refused_maps(read)])
+            if radius is not None:  # only maps the region holds can be solutions
+                exclude = exclude[distance(exclude, anchors, units=True) <= radius]
+            near, info = self._solve_part(anchors, radius, exclude, count - len(far), rng)
+        if len(far):
+            info = {key: info[key] + far_info[key] for key in info}
         self.physics_row |= {"solves": info["solves"], "solver_refused": info["refused"]}
+        found = np.concatenate([far, near])
         if len(found) > o.solutions:
             order = np.argsort(self.model.latency_s(found), kind="stable")
             found = found[order[: o.solutions]]
         return found
+
+    def _solve_part(
+        self,
+        anchors: np.ndarray,
+        radius: int | None,
+        exclude: np.ndarray,
+        count: int,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, dict]:
+        """Up to ``count`` maps solved within ``radius`` of ``anchors`` (None: anywhere),
+        none of ``exclude`` (:func:`~egrl.agents.mbo.physics.solve_batch`)."""
+        o = self.options
+        return solve_batch(
+            self.model,
+            anchors[0],
+            anchors,
+            radius,
+            exclude,
+            count,
+            o.solve_time_s,
+            self._accepts,
+            rng,
+            o.window,
+        )
+
+    def _refused_maps(self, read: np.ndarray) -> np.ndarray:
+        """int64 ``[R, N, H]``: the maps the chip's compiler refused so far."""
+        return np.asarray(self.refused, np.int64).reshape(-1, *read.shape[1:])
 
     def _round_rng(self) -> np.random.Generator:
         """A generator of the run's seed and the count of readings: a resumed run, which
