@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from egrl.config import TrainConfig
 from policies import GraphUNetActor, seeded_init
 from tests.support.egrl_runs import greedy, small_config
 from tests.support.envs import small_env
+from tests.support.metrics import read_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,6 +26,7 @@ def test_native_start_never_leaves_the_champion_below_the_compiler(name):
     cfg = small_config(budget=200, name=name, use_learner=name == "egrl")
     cfg.agent.options = {"start": "native"}
     trainer = EGRLAgent(env, cfg)
+    trainer.start_policies()  # as the first generation does
     pop = trainer.population
     # One chromosome proposes the compiler's map; the first two GNN members act it greedily.
     row = pop.indices("boltzmann")[0]
@@ -43,6 +47,8 @@ def test_the_default_start_is_the_papers_and_leaves_members_untouched():
     native = small_config(budget=50)
     native.agent.options = {"start": "native"}
     warm = EGRLAgent(small_env(), native)
+    assert warm.warm_start_due and not fresh.warm_start_due
+    warm.start_policies()
     assert fresh.start == "initial"
     a, b = fresh.population.gnn(0), warm.population.gnn(0)
     assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
@@ -51,11 +57,31 @@ def test_the_default_start_is_the_papers_and_leaves_members_untouched():
     assert all(torch.equal(x, y) for x, y in zip(c.parameters(), d.parameters()))
 
 
+def test_a_resumed_warm_started_run_keeps_its_checkpoints_policies_and_ends_as_the_uninterrupted(
+    tmp_path,
+):
+    def native():
+        cfg = small_config(budget=60, name="ea", use_learner=False)
+        cfg.agent.options = {"start": "native", "start_steps": 50}
+        return cfg
+
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    EGRLAgent(small_env(), native(), reference).run()
+    checkpoints = sorted((reference / "checkpoints").glob("gen_??????"))
+    middle = checkpoints[len(checkpoints) // 2]
+    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
+    again = EGRLAgent(small_env(), native(), resumed)
+    assert again.warm_start_due and again.resume() and not again.warm_start_due
+    again.run()
+    assert read_metrics(resumed) == read_metrics(reference)
+
+
 def test_pg_start_teaches_the_learner():
     env = small_env()
     cfg = small_config(budget=50, name="pg", use_population=False)
     cfg.agent.options = {"start": "fallback"}
     trainer = EGRLAgent(env, cfg)
+    trainer.start_policies()
     actor = trainer.portfolio.learners[0].actor
     np.testing.assert_array_equal(greedy(actor, trainer.graph), env.fallback_mapping)
 

@@ -258,12 +258,15 @@ class EGRLAgent(SearchAgent):
                 self.screen.attach_critic(LearnerCritic(learners, self.graph, self._lead_learner))
         self.options = parse_options(EGRLOptions, cfg)
         self.start = resolve_start(self.options.start, env, self.name)
-        #: int64 ``[N, H]``: the map put into the policies (None: the paper's start)
+        #: int64 ``[N, H]``: the map put into the policies (None: the paper's start, or
+        #: not yet: the first generation puts it in)
         self.start_map: np.ndarray | None = None
         if cfg.init_from:
             self._init_from(read_policy(cfg.init_from))
-        if self.start != "initial":
-            self._warm_start()
+        #: the start map is put into the policies at the first generation, not here, so
+        #: that making the agent (the command line's checks make one) solves no prior and
+        #: trains no GNN; a resumed run has it in its checkpoint
+        self.warm_start_due = self.start != "initial"
 
     @classmethod
     def has_critic(cls, agent: Mapping[str, Any]) -> bool:
@@ -298,8 +301,9 @@ class EGRLAgent(SearchAgent):
                     self.population.toolbox.mutate_gnn(net, generator=self.generator)
         log.info("GNN policies start from %s", policy.source)
 
-    def _warm_start(self) -> None:
-        """Put the start map into the policies (:mod:`egrl.agents.egrl.warm_start`)."""
+    def start_policies(self) -> None:
+        """Put the start map into the policies (:mod:`egrl.agents.egrl.warm_start`), once."""
+        self.warm_start_due = False
         limit = self.cfg.prior_time_limit_s
         mapping = self.start_map = start_mappings(self.env, self.start, 1, self.rng, limit)[0]
         chromosomes, gnns = None, []
@@ -336,6 +340,8 @@ class EGRLAgent(SearchAgent):
         runtime measures them at once); every answer is in before fitness, the learners'
         remaining updates, migration and evolution.
         """
+        if self.warm_start_due:
+            self.start_policies()
         pay_prior_first(self.ledger, self.start, self.start_map)
         if self.ledger.done:  # the prior's map spent the budget
             return {}
@@ -731,6 +737,7 @@ class EGRLAgent(SearchAgent):
             self.buffer.load_state_dict(state["buffer"])
 
     def load_agent_state(self, state: dict) -> None:
+        self.warm_start_due = False  # the checkpoint's policies started from it
         if "replay" in state:
             self.buffer.load_state_dict(state["replay"])
         if self.population is not None:
