@@ -165,3 +165,26 @@ def test_optimum_with_additions_is_exact_where_an_on_chip_level_is_slower_for_sm
     assert target.latency_fs(fixed[None])[0] > target.latency_fs(fixed[None] * 0)[0]
     only = solve(target, time_limit_s=60, workers=1, additions=Additions(fixed=fixed))
     np.testing.assert_array_equal(only.mapping, fixed)
+
+
+@pytest.mark.parametrize(("workers", "interleaved"), [(1, False), (2, True)])
+def test_a_deterministic_limit_interleaves_the_workers(workers, interleaved, monkeypatch):
+    """Parallel CP-SAT answers one map for one model only with its searches interleaved."""
+    from ortools.sat.python import cp_model
+
+    from hwmodels.nnpi.optimum import solve
+
+    seen = []
+    original = cp_model.CpSolver.solve
+
+    def spy(self, *args, **kwargs):
+        seen.append((self.parameters.interleave_search, self.parameters.max_deterministic_time))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", spy)
+    target = NNPI(llc_mib=0.4, sram_mib=0.1).bind(residual(5, 30_000, 100_000, 200_000))
+    first = solve(target, time_limit_s=20, workers=workers, deterministic_s=3.0)
+    again = solve(target, time_limit_s=20, workers=workers, deterministic_s=3.0)
+    ours = [flags for flags in seen if flags[1] == 3.0]  # not the hint's own small solves
+    assert ours == [(interleaved, 3.0)] * 2
+    np.testing.assert_array_equal(first.mapping, again.mapping)

@@ -147,6 +147,30 @@ def test_an_external_chips_datasheet_is_solved_in_its_own_choices():
         assert levels[heads["weight"][got.mapping[unit, 1]]] == as_nnpi[unit, 0]
 
 
+@pytest.mark.parametrize("target", ["external", "nnpi"])
+def test_a_targets_prior_is_solved_to_a_deterministic_limit_unless_told_otherwise(
+    target, monkeypatch
+):
+    """A quarter of the wall limit in CP-SAT's deterministic seconds, the workers
+    interleaved (hwmodels.nnpi.optimum), so that a study's read of the prior and a run's
+    start are one map; an explicit ``deterministic_s`` is kept."""
+    from hwmodels.nnpi.prior import NNPIPrior
+
+    asked = []
+    original = NNPIPrior.solve
+
+    def spy(self, base, *args, **kwargs):
+        asked.append(kwargs.get("deterministic_s"))
+        return original(self, base, *args, **kwargs)
+
+    monkeypatch.setattr(NNPIPrior, "solve", spy)
+    bound = chip().bind(tiny_workload()) if target == "external" else NNPI().bind(tiny_workload())
+    first = bound.prior_solution(time_limit_s=20)
+    again = bound.prior_solution(time_limit_s=20, deterministic_s=2.0)
+    assert asked == [5.0, 2.0]
+    np.testing.assert_array_equal(first.mapping, again.mapping)
+
+
 def test_the_example_chip_accepts_its_solved_datasheet_and_env_caches_it():
     env = egrl.make_env(chip(), tiny_workload())
     assert env.has_prior

@@ -27,7 +27,7 @@ from hwmodels.external.protocol import (
     parse_floats,
     parse_valid,
 )
-from hwmodels.nnpi.prior import PRIOR_KEY, NNPIPrior, nnpi_prior
+from hwmodels.nnpi.prior import PRIOR_KEY, NNPIPrior, nnpi_prior, prior_solve_options
 from workloads.ir import Workload
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ class ExternalTarget(Target):
         """
         if self.prior is None:
             raise NotImplementedError(f"the external chip has no {PRIOR_KEY}")
+        options = prior_solve_options(time_limit_s, options)
         return self.prior.solve(self.native_mapping(), time_limit_s, workers, **options)
 
     # ------------------------------------------------------------------ protocol

@@ -99,8 +99,10 @@ def solve(
         quiet: log the model, each solution and the result at DEBUG, not INFO (many
             short solves: a physics round of ``agent=mbo``).
         deterministic_s: CP-SAT's deterministic time limit besides the wall limit
-            (``max_deterministic_time``): with one worker the same model answers the
-            same map on any machine, unless the wall limit comes first.
+            (``max_deterministic_time``): the same model answers the same map on any
+            machine, unless the wall limit comes first (with more than one worker the
+            workers' searches are interleaved, ``interleave_search``, which is what
+            makes a parallel search deterministic).
 
     Returns:
         The best map found, its latency, the proven lower bound and the gap (of the
@@ -144,6 +146,7 @@ def solve(
         solver.parameters.cp_model_probing_level = 0
     if deterministic_s is not None:
         solver.parameters.max_deterministic_time = float(deterministic_s)
+        solver.parameters.interleave_search = int(workers) > 1
     if log_search:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False

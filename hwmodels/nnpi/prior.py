@@ -46,6 +46,13 @@ CALIBRATION_KEY = "calibration"
 #: the largest extra cost of one unit and choice, femtoseconds (the CP model's objective
 #: must stay well inside 64-bit integers)
 MAX_EXTRA_FS = 2**50
+#: a target's prior solved (``prior_solution``) stops at this share of its wall limit in
+#: CP-SAT's deterministic seconds, the two workers' searches interleaved, so that one chip
+#: and workload give one map on any machine unless the wall limit comes first: solved in
+#: 60 s of wall, three solves of ResNet-101 on a loaded 2-core machine answered three maps
+#: (1.2727x, 1.2486x and 1.2611x by the chip); 8, 12 and 16 deterministic seconds took 16-26 s
+#: of wall, the same map twice, of the wall-limited solve's latency by the prior
+PRIOR_DETERMINISTIC_SHARE = 0.25
 
 
 def check_prior(prior: Mapping, heads: Mapping[str, Sequence[str]]) -> dict[str, float | str]:
@@ -291,7 +298,8 @@ class NNPIPrior:
                 rest). None: every unit.
             quiet: the solver logs at DEBUG (:func:`hwmodels.nnpi.optimum.solve`).
             deterministic_s: CP-SAT's deterministic time limit besides ``time_limit_s``
-                (with ``workers=1``: the same answer on any machine).
+                (the same answer on any machine unless the wall limit comes first; a
+                target's ``prior_solution`` sets :func:`prior_solve_options`' share).
 
         Returns:
             The :class:`~hwmodels.base.PriorSolution` in the external target's choices;
@@ -474,3 +482,10 @@ def own_prior(target: NNPITarget) -> NNPIPrior:
     """The NNP-I target read as its own prior (its heads are NNP-I's levels)."""
     columns, levels = prior_columns(target.heads)
     return NNPIPrior(target, columns, levels, target.num_choices)
+
+
+def prior_solve_options(time_limit_s: float, options: dict) -> dict:
+    """``options`` of :meth:`NNPIPrior.solve` for a target's ``prior_solution`` within
+    ``time_limit_s``: a deterministic limit of :data:`PRIOR_DETERMINISTIC_SHARE` of it
+    unless ``options`` set one."""
+    return {"deterministic_s": PRIOR_DETERMINISTIC_SHARE * float(time_limit_s), **options}

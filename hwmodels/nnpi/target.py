@@ -175,9 +175,14 @@ class NNPITarget(Target):
         """This cost model solved as its own prior, hinted with the native map, with the
         options of :meth:`hwmodels.nnpi.prior.NNPIPrior.solve` (extra costs, a trust
         region, maps to exclude)."""
-        from hwmodels.nnpi.prior import own_prior
+        from hwmodels.nnpi.prior import own_prior, prior_solve_options
 
-        return own_prior(self).solve(self.native_mapping(), time_limit_s, workers, **options)
+        return own_prior(self).solve(
+            self.native_mapping(),
+            time_limit_s,
+            workers,
+            **prior_solve_options(time_limit_s, options),
+        )
 
 
 class NNPI(HardwareModel):
