@@ -232,11 +232,6 @@ def test_physics_off_is_todays_mbo():
         ({"window": 0}, "option window=0 is invalid: expected an integer >= 1 or null"),
         ({"solutions": 0}, "option solutions=0 is invalid: expected an integer >= 1"),
         ({"anywhere": -1}, "option anywhere=-1 is invalid: expected an integer >= 0"),
-        (
-            {"anywhere": 5},
-            "anywhere=5 is invalid with solutions=4 (pool=None): expected at most the 4 maps "
-            "solved per round",
-        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options, problem):

@@ -53,16 +53,6 @@ def _radii_ordered(o: MBOOptions) -> str | None:
     return None
 
 
-def _anywhere_fits(o: MBOOptions) -> str | None:
-    """Why more maps are to be solved outside the trust region than a round solves, or None."""
-    if o.anywhere > o.solved_pool:
-        return (
-            f"anywhere={o.anywhere} is invalid with solutions={o.solutions} (pool="
-            f"{o.pool}): expected at most the {o.solved_pool} maps solved per round"
-        )
-    return None
-
-
 @dataclass(frozen=True)
 class MBOOptions:
     """Parameters of ``agent=mbo`` (``configs/agent/mbo.yaml``).
@@ -115,8 +105,8 @@ class MBOOptions:
             radius_max``.
         anchors: the best maps read that centre the trust region, >= 1.
         anywhere: how many of a round's solved maps are solved outside the trust region
-            (over every unit, every map read excluded), the rest inside it; >= 0 and at
-            most the maps solved per round; none without a region.
+            (over every unit, every map read excluded), the rest inside it, >= 0 (more
+            than a round solves: all of them); none without a region.
         window: None (each solve over every unit), or the consecutive units each solve
             may change, the rest kept at the best map read (a large-neighbourhood search,
             exact in each window), >= 1.
@@ -154,12 +144,12 @@ class MBOOptions:
     radius_min: int = ruled(at_least(1), 1)
     radius_max: int = ruled(at_least(1), 64)
     anchors: int = ruled(at_least(1), 3)
-    anywhere: int = ruled(at_least(0), 0)
+    anywhere: int = ruled(at_least(0), 2)
     window: int | None = ruled(Rule(int, low=1, optional=True), None)
     solve_time_s: float = ruled(Rule(float, low=0, low_open=True), 0.5)
 
     #: the checks of fields that go together (:func:`egrl.validation.field_problems`)
-    RELATIONS = (_share_fits, _radii_ordered, _anywhere_fits)
+    RELATIONS = (_share_fits, _radii_ordered)
 
     @property
     def solved_pool(self) -> int:
