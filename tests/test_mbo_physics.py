@@ -162,7 +162,7 @@ def test_on_a_built_in_model_the_prior_is_the_model_and_its_optimum_is_paid_firs
         {"residual": "forest"},
         {"region": False},
         {"calibrate": False},
-        {"anywhere": 2},
+        {"anywhere": 0},
     ],
 )
 def test_every_ablation_runs_and_keeps_the_prior(options):

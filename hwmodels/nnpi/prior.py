@@ -46,12 +46,12 @@ CALIBRATION_KEY = "calibration"
 #: the largest extra cost of one unit and choice, femtoseconds (the CP model's objective
 #: must stay well inside 64-bit integers)
 MAX_EXTRA_FS = 2**50
-#: a target's prior solved (``prior_solution``) stops at this share of its wall limit in
-#: CP-SAT's deterministic seconds, the two workers' searches interleaved, so that one chip
-#: and workload give one map on any machine unless the wall limit comes first: solved in
-#: 60 s of wall, three solves of ResNet-101 on a loaded 2-core machine answered three maps
-#: (1.2727x, 1.2486x and 1.2611x by the chip); 8, 12 and 16 deterministic seconds took 16-26 s
-#: of wall, the same map twice, of the wall-limited solve's latency by the prior
+#: a target's prior solved (``prior_solution``) also stops at this share of its wall limit
+#: in CP-SAT's deterministic seconds, the workers' searches interleaved, so that one chip
+#: and workload give one map on any machine unless the wall limit comes first. Measured on
+#: a loaded 2-core machine, ResNet-101: three 60 s wall-limited solves answered three maps
+#: (1.2727x, 1.2486x and 1.2611x on the chip); 8, 12 and 16 deterministic seconds took
+#: 16-26 s of wall, each the same map twice, as fast by the prior as the wall-limited one
 PRIOR_DETERMINISTIC_SHARE = 0.25
 
 

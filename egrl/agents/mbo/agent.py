@@ -265,21 +265,22 @@ class ModelBasedAgent(SearchAgent):
         radius = self.region.radius if o.region else None
         count = min(o.solved_pool, max(self.ledger.remaining, 0))
         rng = self._round_rng()
-        far = np.zeros((0, *read.shape[1:]), np.int64)
+        # (radius, maps) of each solve: first `anywhere` maps over every unit, then the
+        # rest in the region (maps None: what the round still lacks)
+        far = radius is not None and o.anywhere and count
+        parts = [(None, min(o.anywhere, count))] if far else []
+        found = np.zeros((0, *read.shape[1:]), np.int64)
+        solves = refused = 0
         with self.timer(SOLVE_PHASE):
-            if radius is not None and o.anywhere and count:
-                exclude = np.concatenate([read, self._refused_maps(read)])
-                far, far_info = self._solve_part(
-                    anchors, None, exclude, min(o.anywhere, count), rng
-                )
-            exclude = np.concatenate([read, far, self._refused_maps(read)])
-            if radius is not None:  # only maps the region holds can be solutions
-                exclude = exclude[distance(exclude, anchors, units=True) <= radius]
-            near, info = self._solve_part(anchors, radius, exclude, count - len(far), rng)
-        if len(far):
-            info = {key: info[key] + far_info[key] for key in info}
-        self.physics_row |= {"solves": info["solves"], "solver_refused": info["refused"]}
-        found = np.concatenate([far, near])
+            for part_radius, part_count in [*parts, (radius, None)]:
+                exclude = np.concatenate([read, found, self._refused_maps(read)])
+                if part_radius is not None:  # only maps the region holds can be solutions
+                    exclude = exclude[distance(exclude, anchors, units=True) <= part_radius]
+                wanted = count - len(found) if part_count is None else part_count
+                solved, info = self._solve_part(anchors, part_radius, exclude, wanted, rng)
+                found = np.concatenate([found, solved])
+                solves, refused = solves + info["solves"], refused + info["refused"]
+        self.physics_row |= {"solves": solves, "solver_refused": refused}
         if len(found) > o.solutions:
             order = np.argsort(self.model.latency_s(found), kind="stable")
             found = found[order[: o.solutions]]
