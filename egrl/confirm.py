@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 from egrl import distinct
 from egrl.validation import ConfigError
@@ -250,8 +249,10 @@ def speedup_interval(
     var = vb + vm
     if var == 0:
         return ratio, ratio, ratio
+    from scipy.stats import t as student_t  # start-up time
+
     df = var**2 / (vb**2 / (len(b) - 1) + vm**2 / (len(m) - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df) * np.sqrt(var))
+    half = float(student_t.ppf(0.5 + level / 2, df) * np.sqrt(var))
     return ratio, ratio * float(np.exp(-half)), ratio * float(np.exp(half))
 
 

@@ -24,11 +24,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from policies.graph_unet import GraphUNetActor
+if TYPE_CHECKING:
+    from policies.graph_unet import GraphUNetActor
 
 #: the actors a snapshot may hold, in the order they are listed
 POLICY_KINDS = ("learner", "champion")
@@ -188,6 +190,8 @@ def load_actor(snapshot: Snapshot, kind: str = "learner") -> GraphUNetActor:
             f"policy snapshot {snapshot.path} holds no {kind!r} policy (it holds {snapshot.kinds})",
             snapshot.path,
         )
+    from policies.graph_unet import GraphUNetActor  # start-up time
+
     state = read_weights(snapshot)[kind]
     actor = GraphUNetActor(snapshot.in_dim, list(snapshot.num_choices), **snapshot.policy)
     try:

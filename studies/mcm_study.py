@@ -41,7 +41,8 @@ from omegaconf import DictConfig
 
 import workloads
 import workloads.datasets as ds
-from egrl.agents.egrl.transfer import list_snapshots, read_csv, read_run_info
+from egrl.agents.egrl.init_from import list_snapshots
+from egrl.agents.egrl.transfer import read_csv, read_run_info
 from egrl.env import make_env
 from egrl.rundir import RunDir
 from egrl.runs import Problem

@@ -229,3 +229,15 @@ def test_the_import_rule_accepts_a_reason_and_a_type_checking_name():
     assert lines == {12, 13, 16, 18}, problems
     # ``from . import sibling`` in egrl/example.py is egrl.sibling: not imported at the top
     assert not any("egrl.sibling" in p for p in problems)
+
+
+@pytest.mark.slow
+def test_egrl_train_starts_without_pytorch_geometric_or_scipy_stats():
+    """``egrl-train``'s module loads neither PyG nor scipy.stats (seconds of start-up):
+    a refused command line answers fast, and a run without a GNN never loads PyG."""
+    heavy = ("torch_geometric", "scipy.stats")
+    code = f"import sys, egrl.cli.train; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -13,8 +13,7 @@ import torch
 
 from egrl import make_env
 from egrl.agents.egrl.agent import EGRLAgent
-from egrl.agents.egrl.init_from import check_fits, checkpoint_weights, read_policy
-from egrl.agents.egrl.transfer import list_snapshots
+from egrl.agents.egrl.init_from import check_fits, checkpoint_weights, list_snapshots, read_policy
 from egrl.checkpoint import load_state
 from egrl.rundir import POLICIES_DIR, RunDir
 from policies.snapshot import PolicyError, load_actor

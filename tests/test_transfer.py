@@ -15,8 +15,9 @@ from safetensors.torch import load_file
 from egrl import make_env
 from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig, PopulationConfig
+from egrl.agents.egrl.init_from import list_snapshots
 from egrl.agents.egrl.pretrain import MultiWorkloadPretrainer, PretrainConfig, pretrain
-from egrl.agents.egrl.transfer import CSV_COLUMNS, evaluate_snapshots, list_snapshots, read_csv
+from egrl.agents.egrl.transfer import CSV_COLUMNS, evaluate_snapshots, read_csv
 from egrl.cli.transfer import main as transfer_main
 from egrl.config import TrainConfig
 from policies import GraphUNetActor

@@ -32,7 +32,8 @@ import torch
 
 from egrl.agents import register_agent
 from egrl.agents.base import SearchAgent
-from egrl.agents.egrl.transfer import check_compatible, list_snapshots
+from egrl.agents.egrl.init_from import list_snapshots
+from egrl.agents.egrl.transfer import check_compatible
 from egrl.agents.options import option_error, parse_options
 from egrl.config import TrainConfig
 from egrl.env import Env

@@ -25,10 +25,22 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from egrl.agents.egrl.transfer import list_snapshots
 from egrl.checkpoint import CheckpointError, load_state
 from egrl.rundir import POLICIES_DIR, SNAPSHOT_GLOB, RunDir, is_checkpoint
-from policies.snapshot import POLICY_SIZE_KEYS, PolicyError, StoredPolicy, read_snapshot
+from policies.snapshot import POLICY_SIZE_KEYS, PolicyError, Snapshot, StoredPolicy, read_snapshot
+
+
+def list_snapshots(run_dir: str | Path) -> list[Snapshot]:
+    """Every snapshot under ``run_dir/policies``, by training iterations."""
+    files = RunDir(run_dir)
+    folder, paths = files.policies, files.snapshots()
+    if not paths:
+        raise PolicyError(
+            f"no policy snapshots ({SNAPSHOT_GLOB}) in {folder}: train a GNN agent (egrl, pg) "
+            "or run egrl-transfer pretrain first",
+            folder,
+        )
+    return sorted((read_snapshot(p) for p in paths), key=lambda s: s.iterations)
 
 
 def read_policy(path: str | Path) -> StoredPolicy:

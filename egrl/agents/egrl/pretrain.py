@@ -42,8 +42,9 @@ from omegaconf import OmegaConf
 from egrl.agents.base import TIMING_COLUMNS
 from egrl.agents.egrl.agent import EGRLAgent
 from egrl.agents.egrl.config import EGRLConfig, LearnerConfig, PolicyConfig
+from egrl.agents.egrl.init_from import list_snapshots
 from egrl.agents.egrl.sac import SACDiscrete
-from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, list_snapshots, write_outputs
+from egrl.agents.egrl.transfer import RunInfo, evaluate_snapshots, write_outputs
 from egrl.callbacks import Callback, MetricsFile, ProgressBar
 from egrl.config import TrainConfig
 from egrl.env import REWARDS, Env

@@ -34,11 +34,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from egrl.agents.egrl.init_from import list_snapshots
 from egrl.env import Env, make_env, reward_of
-from egrl.rundir import CONFIG_FILE, POLICIES_DIR, SNAPSHOT_GLOB, TRANSFER_CSV, TRANSFER_DIR, RunDir
+from egrl.rundir import CONFIG_FILE, POLICIES_DIR, TRANSFER_CSV, TRANSFER_DIR, RunDir
 from policies import GraphUNetActor
 from policies.categorical import sample_maps
-from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor, read_snapshot
+from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +61,6 @@ CSV_COLUMNS = (
 
 
 # ------------------------------------------------------------------- snapshots
-def list_snapshots(run_dir: str | Path) -> list[Snapshot]:
-    """Every snapshot under ``run_dir/policies``, by training iterations."""
-    files = RunDir(run_dir)
-    folder, paths = files.policies, files.snapshots()
-    if not paths:
-        raise PolicyError(
-            f"no policy snapshots ({SNAPSHOT_GLOB}) in {folder}: train a GNN agent (egrl, pg) "
-            "or run egrl-transfer pretrain first",
-            folder,
-        )
-    return sorted((read_snapshot(p) for p in paths), key=lambda s: s.iterations)
-
-
 def check_compatible(snapshot: Snapshot, env: Env) -> None:
     """Raise :class:`PolicyError` unless ``env``'s decision graph fits the snapshot's policy.
 
