@@ -17,7 +17,7 @@ from egrl.agents.mbo.bandit import SearcherBandit
 from egrl.agents.mbo.searchers import SEARCHERS, Context
 from egrl.validation import ConfigError
 from tests.support.chips import CHIP, CHIP_ARGS, tiny_workload
-from tests.support.command_line import assert_refused, egrl_train
+from tests.support.command_line import assert_refused, egrl_train_in_process
 from tests.support.envs import noisy_env, small_env
 from tests.support.metrics import read_metrics
 from tests.support.paths import PY
@@ -169,7 +169,6 @@ def test_a_game_target_is_refused():
         make_agent(env, mbo_config())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "line"),
     [
@@ -181,7 +180,7 @@ def test_a_game_target_is_refused():
     ],
 )
 def test_egrl_train_refuses_bad_input_with_exit_status_2(tmp_path, override, line):
-    out = egrl_train("agent=mbo", "budget=20", override, cwd=tmp_path)
+    out = egrl_train_in_process("agent=mbo", "budget=20", override, cwd=tmp_path)
     assert_refused(out, line)
     assert not any(tmp_path.iterdir())  # nothing created
 

@@ -25,7 +25,7 @@ from hwmodels.nnpi.calibrate import Calibration
 from hwmodels.nnpi.prior import own_prior
 from tests.nnpi_workloads import residual
 from tests.support.chips import CHIP
-from tests.support.command_line import assert_refused, egrl_train
+from tests.support.command_line import assert_refused, egrl_train_in_process
 from tests.support.envs import noisy_env, small_env
 from tests.support.metrics import read_metrics
 from tests.support.paths import PY
@@ -245,9 +245,8 @@ def test_physics_on_without_an_nnpi_prior_is_refused():
         make_agent(env, physics_config(physics="on"))
 
 
-@pytest.mark.slow
 def test_egrl_train_refuses_a_bad_radius_with_exit_status_2(tmp_path):
-    out = egrl_train("agent=mbo", "budget=20", "agent.radius=0", cwd=tmp_path)
+    out = egrl_train_in_process("agent=mbo", "budget=20", "agent.radius=0", cwd=tmp_path)
     assert_refused(out, "agent 'mbo': option radius=0 is invalid: expected an integer >= 1")
     assert not any(tmp_path.iterdir())
 

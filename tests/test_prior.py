@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from hwmodels.nnpi.params import FS_PER_S
 from hwmodels.nnpi.prior import own_prior
 from tests.nnpi_workloads import random_dag
 from tests.support.chips import CHIP, CHIP_ARGS, tiny_workload
+from tests.support.command_line import egrl_train_in_process
 from tests.support.paths import PY, ROOT
 
 #: a datasheet of the example chip with the capacities of CHIP_ARGS
@@ -222,23 +222,15 @@ def test_screen_prior_nnpi_reads_the_datasheets_figures():
 
 
 def test_the_command_line_refuses_a_bad_datasheet_in_one_line(tmp_path):
-    out = subprocess.run(
-        [
-            PY,
-            "-m",
-            "egrl.cli.train",
-            "hwmodel=external",
-            f"hwmodel.params.command='{PY} {CHIP}'",
-            "hwmodel.params.prior={name: nnpi, sram_mib: -2}",
-            "workload=resnet18",
-            "agent=ea",
-            "budget=4",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        capture_output=True,
-        text=True,
+    out = egrl_train_in_process(
+        "hwmodel=external",
+        f"hwmodel.params.command='{PY} {CHIP}'",
+        "hwmodel.params.prior={name: nnpi, sram_mib: -2}",
+        "workload=resnet18",
+        "agent=ea",
+        "budget=4",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=ROOT,
-        timeout=120,
     )
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if "prior" in line]

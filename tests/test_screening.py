@@ -272,11 +272,10 @@ def test_a_run_saved_before_screening_resumes_as_screen_none():
     assert with_screen_of_its_time(new).screen.name == "forest"
 
 
-@pytest.mark.slow
 def test_an_unknown_screen_is_refused_before_any_directory(tmp_path):
     args = ["workload=resnet18", "budget=20", "agent=ea", "screen=forest", "screen=bogus"]
     line = "screen=bogus is invalid: expected one of boost, critic, forest, gnn, none"
-    assert_refused(egrl_train(*args, cwd=tmp_path), line)
+    assert_refused(egrl_train_in_process(*args, cwd=tmp_path), line)
     assert list(tmp_path.iterdir()) == []
 
 

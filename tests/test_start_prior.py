@@ -18,7 +18,7 @@ from egrl.agents.options import STARTS, start_mappings
 from egrl.cli.build import train_config
 from egrl.rundir import RunDir
 from egrl.validation import ConfigError
-from tests.support.command_line import assert_refused, egrl_train
+from tests.support.command_line import assert_refused, egrl_train_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the solve's time limit of these runs (ResNet-18 here: proven optimal in about 2 s)
@@ -122,7 +122,7 @@ def test_a_target_without_a_prior_refuses_the_start():
 
 
 def test_egrl_train_refuses_the_start_without_a_prior_before_making_anything(tmp_path):
-    out = egrl_train(
+    out = egrl_train_in_process(
         "agent=ga",
         "agent.start=prior",
         "hwmodel=tpu-cmem",

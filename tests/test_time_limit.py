@@ -5,8 +5,6 @@ refuses a bad value before anything is made."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from egrl.cli.train import run as train_run
 from egrl.config import AgentConfig, TrainConfig, config_problems
 from egrl.validation import ConfigError
 from tests.support.agent_configs import muzero_config
-from tests.support.command_line import compose
+from tests.support.command_line import compose, egrl_train_in_process
 from tests.support.envs import small_tpu_env
 from tests.support.metrics import read_metrics
 from tests.support.muzero import MUZERO_SMALL
@@ -73,15 +71,8 @@ def test_a_positive_number_or_null_is_accepted():
     assert train_config({}).time_limit_s is None
 
 
-@pytest.mark.slow
 def test_egrl_train_refuses_a_bad_limit_before_any_directory(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "egrl.cli.train", "time_limit_s=0"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = egrl_train_in_process("time_limit_s=0", cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         "egrl-train: time_limit_s=0 is invalid: expected a number > 0 or null"

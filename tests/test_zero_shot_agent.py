@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ from policies import seeded_init
 from policies.categorical import sample_maps
 from policies.graph_unet import GraphUNetActor
 from policies.snapshot import write_snapshot
-from tests.support.command_line import compose
+from tests.support.command_line import compose, egrl_train_in_process
 from tests.support.egrl_runs import TINY_POLICY
 from tests.support.metrics import read_metrics
 
@@ -180,7 +178,6 @@ def test_a_missing_policy_is_refused_before_the_run_directory():
     assert run_problems(cfg) == ["agent.policy is required: add agent.policy=VALUE"]
 
 
-@pytest.mark.slow
 def test_an_unreadable_policy_is_one_line_naming_the_option(tmp_path):
     from egrl.agents import make_agent, train_config
     from egrl.validation import ConfigError
@@ -196,18 +193,8 @@ def test_an_unreadable_policy_is_one_line_naming_the_option(tmp_path):
 
     missing = tmp_path / "nope.safetensors"
     run_dir = tmp_path / "run"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "egrl.cli.train",
-            *zero_shot_args(missing, "budget=5"),
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    out = egrl_train_in_process(
+        *zero_shot_args(missing, "budget=5"), f"hydra.run.dir={run_dir}", cwd=tmp_path
     )
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [

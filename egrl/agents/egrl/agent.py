@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import policies
 from egrl.agents import register_agent
 from egrl.agents.base import TIMING_COLUMNS, SearchAgent
 from egrl.agents.egrl.config import EGRLConfig
@@ -84,7 +85,7 @@ from egrl.replay import ReplayBuffer
 from egrl.rundir import RunDir
 from egrl.screening.critic import LearnerCritic
 from egrl.validation import Rule, at_least, ruled
-from policies import GraphUNetActor, seeded_init
+from policies import seeded_init
 from policies.categorical import to_numpy_maps
 from policies.snapshot import StoredPolicy, write_snapshot
 from populations import MixedPopulation
@@ -209,8 +210,8 @@ class EGRLAgent(SearchAgent):
         )
         init_seed = int(next(seeds))
 
-        def make_gnn() -> GraphUNetActor:
-            return GraphUNetActor(
+        def make_gnn() -> policies.GraphUNetActor:
+            return policies.GraphUNetActor(
                 in_dim,
                 self.num_choices,
                 hidden=pol.hidden,

@@ -53,8 +53,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+import policies
 from egrl.validation import FLAG, FRACTION, Rule, at_least, check_fields, positive, ruled
-from policies import GraphUNetActor, TwinQCritic
 from policies.base import seeded_init
 from policies.categorical import choice_mask
 
@@ -373,11 +373,11 @@ class SACDiscrete:
                 f"(policy.heads={heads})"
             )
 
-        def networks() -> tuple[GraphUNetActor, TwinQCritic]:
-            actor = GraphUNetActor(
+        def networks() -> tuple[policies.GraphUNetActor, policies.TwinQCritic]:
+            actor = policies.GraphUNetActor(
                 in_dim, list(num_choices), hidden=hidden, out=out, depth=depth, heads=heads
             )
-            critic = TwinQCritic(
+            critic = policies.TwinQCritic(
                 in_dim,
                 list(num_choices),
                 hidden=critic_hidden,
@@ -572,9 +572,9 @@ class SACDiscrete:
         has another width or depth (``critic_hidden``, ``critic_depth``) than this
         learner's: the learner takes the checkpoint's, and its config says so.
         """
-        if not isinstance(self.critic, TwinQCritic):
+        if not isinstance(self.critic, policies.TwinQCritic):
             return
-        saved, mine = TwinQCritic.layout_of(critic_state), self.critic.layout
+        saved, mine = policies.TwinQCritic.layout_of(critic_state), self.critic.layout
         if saved == mine:
             return
         log.warning(

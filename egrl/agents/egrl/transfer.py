@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,9 +38,11 @@ from tqdm.auto import tqdm
 from egrl.agents.egrl.init_from import list_snapshots
 from egrl.env import Env, make_env, reward_of
 from egrl.rundir import CONFIG_FILE, POLICIES_DIR, TRANSFER_CSV, TRANSFER_DIR, RunDir
-from policies import GraphUNetActor
 from policies.categorical import sample_maps
 from policies.snapshot import POLICY_KINDS, PolicyError, Snapshot, load_actor
+
+if TYPE_CHECKING:
+    from policies import GraphUNetActor
 
 log = logging.getLogger(__name__)
 

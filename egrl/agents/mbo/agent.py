@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import policies
 from egrl.agents import register_agent
 from egrl.agents.annealing import neighbours
 from egrl.agents.base import SCREEN_PHASE, SearchAgent
@@ -65,7 +66,6 @@ from egrl.ledger import CHECK_PHASE
 from egrl.validation import ConfigError
 from hwmodels.nnpi.prior import NNPIPrior, own_prior
 from hwmodels.nnpi.target import NNPITarget
-from policies import GraphUNetActor
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,9 @@ class ModelBasedAgent(SearchAgent):
         width, depth = self.options.gnn_width, self.options.gnn_depth
         in_dim, choices = int(self.graph.x.shape[1]), [int(c) for c in self.env.num_choices]
         heads = PolicyConfig.heads
-        return GraphUNetActor(in_dim, choices, hidden=width, out=width, depth=depth, heads=heads)
+        return policies.GraphUNetActor(
+            in_dim, choices, hidden=width, out=width, depth=depth, heads=heads
+        )
 
     # ------------------------------------------------------------------ round
     def step(self) -> dict:
