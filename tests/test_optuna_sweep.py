@@ -145,15 +145,9 @@ def test_a_stopped_sweep_resumes_as_the_uninterrupted_one(tmp_path):
     assert (stopped / "trial4" / "metrics.csv").is_file()
 
 
-@pytest.mark.slow
 def test_bad_bound_of_a_search_space_is_refused_before_the_sweep(tmp_path):
-    done = egrl_train(
-        *SWEEP,
-        "budget=40",
-        "population.size=int(interval(0, 40))",
-        cwd=tmp_path,
-        command=TRAIN,
-        timeout=600,
+    done = egrl_train_in_process(
+        *SWEEP, "budget=40", "population.size=int(interval(0, 40))", cwd=tmp_path
     )
     assert done.returncode == 2
     assert "population.size=0 is invalid" in done.stderr
