@@ -13,6 +13,7 @@ import os
 import pytest
 import torch
 
+from tests.support.command_line import study_runs_in_process
 from tests.support.threads import one_torch_thread
 
 
@@ -27,3 +28,11 @@ def one_thread():
     """One intra-op torch thread for the test (reproducible sums, no pool overhead)."""
     with one_torch_thread():
         yield
+
+
+@pytest.fixture
+def study_in_process(monkeypatch):
+    """The study runner's ``egrl-train -m`` groups run in this process
+    (:func:`tests.support.command_line.study_runs_in_process`); the group arguments, in
+    the order they ran."""
+    return study_runs_in_process(monkeypatch)

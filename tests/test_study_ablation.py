@@ -102,7 +102,7 @@ def test_plan_keeps_the_old_scripts_runs(study):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """Two variants x two seeds of 20 samples on resnet18 through the runner; the section's
     numbers are those of the run directories."""
     out = tmp_path / "out"

@@ -241,7 +241,7 @@ def test_plan_pretrains_on_nnpi_then_fine_tunes_on_the_chip(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """Pretrain on NNP-I resnet18 (24 samples), then two chip runs from scratch and two
     fine-tuned (24 samples each), small policy, through the runner."""
     out = tmp_path / "out"

@@ -15,6 +15,7 @@ from egrl.rundir import RunDir
 from egrl.runs import load_run
 from studies import compare, render, runner
 from studies.compare import FAILS, HOLDS, PARTIAL, UNMEASURED, paper_claims, read_transfer
+from tests.support.command_line import study_runs_in_process
 
 
 def groups(finals: dict[tuple[str, str], list[float]]) -> list[GroupStats]:
@@ -110,7 +111,9 @@ def smoke(tmp_path_factory) -> Path:
         "## Other\n\nkept\n<!-- /section: other -->\n",
         encoding="utf-8",
     )
-    assert runner.run("compare-smoke", [f"out={out}"]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        study_runs_in_process(patch)
+        assert runner.run("compare-smoke", [f"out={out}"]) == 0
     return out
 
 

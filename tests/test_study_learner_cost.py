@@ -186,7 +186,7 @@ def test_a_plan_naming_a_variant_without_overrides_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EGRL at Table 2's rate, with a small critic, and EA, two seeds of 24 paid
     measurements on resnet18, through the runner; the section's numbers are the runs'."""
     out = tmp_path / "out"

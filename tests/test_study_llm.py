@@ -46,7 +46,7 @@ def test_a_sweep_problem_without_overrides_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA and mbo on Qwen2.5's decode step on the example chip, EA on NNP-I on the decode
     step with 64 tokens cached (built by the plan); the section reads the runs."""
     out = tmp_path / "out"

@@ -61,11 +61,12 @@ def test_a_bad_plan_is_refused(tmp_path, override, message):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA, mbo, mbo without checks and mbo pre-trained on resnet34 on NNP-I's resnet18, two
     seeds of 40 paid maps; the section's numbers are those of the run directories."""
     out = tmp_path / "out"
     assert runner.run("mbo-smoke", [f"out={out}"]) == 0
+    assert len(study_in_process) == 6  # four groups in stage 1, one per seed in stage 2
     section = render.read_section("mbo", out / "results.md")
     assert section.startswith("## Model-based optimisation")
     for agent in ("ea", "mbo", "mbo-nocheck", "mbo-pretrained"):

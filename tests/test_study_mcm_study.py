@@ -234,7 +234,7 @@ TINY = [
 
 
 @pytest.mark.slow
-def test_smoke_study_end_to_end(tmp_path, monkeypatch):
+def test_smoke_study_end_to_end(tmp_path, monkeypatch, study_in_process):
     out, page = tmp_path / "out", tmp_path / "docs" / "results.md"
     overrides = [f"out={out}", f"page={page}", f"figures={tmp_path / 'docs' / 'figures'}", *TINY]
     assert runner.run("mcm-study-smoke", overrides) == 0

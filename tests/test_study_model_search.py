@@ -62,7 +62,7 @@ def test_the_early_table_reads_each_run_at_the_early_budget(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA on resnet34 without a screen, with model search, and with model search from a
     forest pre-trained on resnet18 runs; the section's numbers are the run directories'."""
     out = tmp_path / "out"

@@ -31,7 +31,7 @@ def test_bad_levels_are_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     out = tmp_path / "noise-smoke"
     assert runner.run("noise-smoke", [f"out={out}"]) == 0
     text = (out / "results.md").read_text()

@@ -233,7 +233,7 @@ def test_a_peer_level_with_the_toolkit_is_told_by_its_samples(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA, Optuna's TPE and random search on resnet18, two seeds of 40 paid maps read at 20
     and 40; the section's numbers are those of the run directories."""
     out = tmp_path / "out"

@@ -305,7 +305,7 @@ def test_the_targets_say_where_they_are_not_met(study):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """Physics first and EA on NNP-I's MobileNet-v2 (its own model is its prior), two seeds
     of 16 board runs: every run records its evaluations; the section gives the reads, the
     samples, the test and every target."""

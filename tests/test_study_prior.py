@@ -274,7 +274,7 @@ def test_the_other_studies_tables_give_the_prior_where_it_was_read(study):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA from the prior's map and from the compiler's on NNP-I's MobileNet-v2 (its own model
     is its prior), two seeds of 30 board runs; the section reads the runs and the reading."""
     out = tmp_path / "out"

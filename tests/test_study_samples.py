@@ -207,7 +207,7 @@ def test_plan_stages_modes_agents_and_sources(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EGRL on resnet18 and resnet34 from scratch, then fine-tuned from the other workload's
     seed-0 run, 2 seeds of 20 measurements, through the runner."""
     out = tmp_path / "out"

@@ -119,7 +119,7 @@ def test_a_plan_naming_a_screen_without_overrides_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_smoke_preset_end_to_end(tmp_path):
+def test_smoke_preset_end_to_end(tmp_path, study_in_process):
     """EA on resnet34, unscreened and with a screen pre-trained on resnet18 runs, two seeds
     of 40 samples; the section's numbers are those of the run directories."""
     out = tmp_path / "out"

@@ -190,7 +190,7 @@ def in_time(path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_smoke_study_end_to_end(tmp_path):
+def test_smoke_study_end_to_end(tmp_path, study_in_process):
     out = tmp_path / "study"
     assert runner.run("tpu-study-smoke", [f"out={out}"]) == 0
     cfg = runner.load_plan("tpu-study-smoke", [f"out={out}"])

@@ -1,6 +1,6 @@
 """``egrl-train`` run as a user runs it (a new interpreter) or in this process, its
-one-line refusals, a small command-line run (:data:`TINY`) and Hydra's composition of a
-run's config."""
+one-line refusals, a small command-line run (:data:`TINY`), Hydra's composition of a
+run's config, and a study's groups of runs in this process."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Iterator, Sequence
@@ -174,3 +175,46 @@ def compose(*overrides: str, hydra: bool = False):
 
     with initialize_config_module("configs", version_base=None):
         return hydra_compose("train", overrides=list(overrides), return_hydra_config=hydra)
+
+
+#: the interpreter's command line of the study runner's ``egrl-train -m`` groups
+STUDY_TRAIN = (sys.executable, "-m", "egrl.cli.train")
+
+
+def study_runs_in_process(monkeypatch) -> list[list[str]]:
+    """Make the study runner run its ``egrl-train -m`` groups in this process.
+
+    A study's smoke plan starts one interpreter per group of runs, and each pays seconds of
+    start-up (torch, PyTorch Geometric, Hydra) for runs of a second or two; here each group
+    goes through :func:`egrl_train_in_process` instead, one at a time (a plan's
+    ``groups_at_once`` groups wait for each other), and its output is logged on failure.
+    The plan's other commands (a chip's, the priors', a workload's build) still start
+    their own processes; ``tests/test_study_runner.py`` runs groups as a user does.
+
+    Returns:
+        the ``egrl-train`` arguments of every group run, in order.
+    """
+    from studies import runner  # the studies package only for the tests that run one
+
+    real = runner.run_logged
+    lock = threading.Lock()
+    groups: list[list[str]] = []
+
+    def run_logged(label: str, argv, what: str) -> int:
+        if tuple(argv[:3]) != STUDY_TRAIN:
+            return real(label, argv, what)
+        with lock:
+            groups.append(list(argv[3:]))
+            done = egrl_train_in_process(*argv[3:], cwd=Path.cwd())
+        if done.returncode != 0:
+            logging.getLogger(__name__).warning(
+                "%s: egrl-train exited with status %d:\n%s",
+                label,
+                done.returncode,
+                done.stderr[-4000:],
+            )
+            return 1
+        return 0
+
+    monkeypatch.setattr(runner, "run_logged", run_logged)
+    return groups
