@@ -44,8 +44,8 @@ def test_run_pays_its_budget_and_resumes_as_the_uninterrupted_run(tmp_path):
     assert best.mapping is not None and best.speedup > 0
     assert list((reference / "smac3_output").rglob("runhistory.json"))
     ckpts = sorted((reference / "checkpoints").glob("gen_??????"))
-    middle = ckpts[0]  # the older of the two a run keeps: the second batch's
-    shutil.copytree(middle, resumed / "checkpoints" / middle.name)
+    older = ckpts[0]  # the older of the two a run keeps: the second batch's
+    shutil.copytree(older, resumed / "checkpoints" / older.name)
 
     env = small_env()
     again = make_agent(env, smac_config(budget=budget), resumed)
