@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ortools.sat.python import cp_model
 
 from egrl import make_env
 from hwmodels.nnpi import NNPI
@@ -188,3 +189,40 @@ def test_a_deterministic_limit_interleaves_the_workers(workers, interleaved, mon
     ours = [flags for flags in seen if flags[1] == 3.0]  # not the hint's own small solves
     assert ours == [(interleaved, 3.0)] * 2
     np.testing.assert_array_equal(first.mapping, again.mapping)
+
+
+@pytest.mark.parametrize("max_configs", [243, 1])
+def test_optimum_with_bank_conflicts_equals_brute_force(max_configs):
+    """Bank conflicts (transfers of a node that meet on a level slow each other) are
+    priced exactly: in each configuration's time, or (``max_configs=1``: every layer on
+    the fallback roofline) by a boolean per pair of its tensors on the level. With them
+    filling SRAM is no longer best, so the optimum spreads a node's tensors."""
+    from hwmodels.nnpi.cpmodel import Additions
+    from hwmodels.nnpi.figures import ChipFigures
+    from hwmodels.nnpi.optimum import solve
+    from hwmodels.nnpi.params import LEVELS, NNPIParams
+
+    w = residual(1, act_bytes=300, weight_bytes=1000, macs=100)
+    params = NNPIParams(llc_mib=8000 / 2**20, sram_mib=6000 / 2**20, sram_gbps=1000)
+    target = ChipFigures(params, conflict=(0.0, 0.5, 2.0)).bind(w)
+    maps = maps_numbered(0, 3 ** (2 * w.num_nodes), w.num_nodes)
+    _, moved = target.rectify(maps)
+    valid = maps[moved == 0]
+    best = int(target.latency_fs(valid).min())
+    plain = ChipFigures(params).bind(w)
+    assert best > plain.latency_fs(valid).min()  # the conflicts change the optimum's cost
+    extra = np.zeros((w.num_nodes, 2, len(LEVELS)), dtype=np.int64)
+    for additions in (None, Additions(extra_fs=extra)):
+        parts = build_model(target, max_configs=max_configs, additions=additions)
+        assert (parts.rounding_fs > 0) == (max_configs == 1)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        assert solver.solve(parts.model) == cp_model.OPTIMAL
+        levels = np.zeros(2 * w.num_nodes, dtype=np.int64)
+        for (t, lv), var in parts.x.items():
+            levels[t] = lv if solver.boolean_value(var) else levels[t]
+        found = int(target.latency_fs(levels.reshape(1, -1, 2))[0])
+        assert found == best
+        assert abs(solver.objective_value - best) <= parts.rounding_fs
+    result = solve(target, time_limit_s=60, workers=1)
+    assert result.proven and result.info["latency_fs"] == best

@@ -3,13 +3,14 @@
 The datasheet (:mod:`hwmodels.nnpi.prior`) gives the chip's bandwidths and compute
 rate; the chip's readings say how far they hold. :func:`calibrate` fits, from maps read
 on the chip and their latencies, each level's bandwidth, the compute rate, a set-up time
-per transfer on each level and a compute efficiency per operator class
-(:class:`~hwmodels.nnpi.figures.ChipFigures`) by ``scipy.optimize.least_squares`` with
+per transfer on each level, a compute efficiency per operator class and a bank-conflict
+factor per on-chip level (:class:`~hwmodels.nnpi.figures.ChipFigures`: a node's
+transfers that meet on a level slow each other) by ``scipy.optimize.least_squares`` with
 bounds on ``log(model) - log(reading)``, starting at the prior's figures and pulled
 towards them: beside the readings' sum of squares the pull is ``prior_weight / B *
 sum((x - x0) ** 2)`` for ``B`` readings, ``x`` the log of each rate over the prior's,
-``log(1 / efficiency)`` and the set-up times in units of the time that, paid by every
-transfer, would double the median reading. So one reading moves the figures part of the
+``log(1 / efficiency)``, the set-up times in units of the time that, paid by every
+transfer, would double the median reading, and the conflict factors themselves. So one reading moves the figures part of the
 way (on ResNet-18, a DRAM bandwidth 1.7x off: 38% of the way in log), while 160 readings
 recover the rates they exercise to 5% (``tests/test_calibration.py``); figures the
 readings hardly touch stay at the prior's. The fit goes through smooth rooflines
@@ -17,9 +18,9 @@ readings hardly touch stay at the prior's. The fit goes through smooth rooflines
 other's gradient. The calibrated prior
 (:meth:`Calibration.prior`) has per-node costs of the NNP-I form, so
 :meth:`~hwmodels.nnpi.prior.NNPIPrior.solve` solves it exactly as it solves the
-datasheet. What the NNP-I form cannot say (transfers that share a level's bandwidth,
-conflicts between tensors, a weight streamed during the previous layer) stays in the
-residual spread.
+datasheet (bank conflicts priced per configuration of a layer's tensors). What this form
+cannot say (transfers that share a level's bandwidth across levels, a weight streamed
+during the previous layer) stays in the residual spread.
 
 >>> cal = calibrate(prior, maps, latency_s)       # maps [B, N, H] as read on the chip
 >>> cal.prior(target).solve(target.native_mapping(), time_limit_s=60)
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 RATE_RANGE = (1 / 20, 4.0)
 #: a fitted efficiency is at least this share of peak
 MIN_EFFICIENCY = 0.05
+#: a fitted bank-conflict factor is at most this (each extra transfer on a level)
+MAX_CONFLICT = 10.0
+#: the levels whose bank conflicts are fitted (the on-chip ones)
+CONFLICTING = (1, 2)
 #: the smooth rooflines the fit goes through before the max itself (``_Fit.latency``)
 SHARPNESS = (4.0, 16.0)
 #: the datasheet's default pull (module docstring)
@@ -181,7 +186,8 @@ class _Fit:
 
     The vector ``x``: ``log`` of each level's seconds per byte over the start's ``[3]``,
     ``log`` of seconds per MAC over the start's ``[1]``, ``log(1 / efficiency)`` per
-    class ``[K]``, and each level's set-up time in units of ``setup_unit_s`` ``[3]``.
+    class ``[K]``, each level's set-up time in units of ``setup_unit_s`` ``[3]``, and
+    the conflict factor of each level of :data:`CONFLICTING` ``[2]``.
     """
 
     def __init__(self, traffic: _Traffic, start: ChipFigures, setup_unit_s: float) -> None:
@@ -200,17 +206,27 @@ class _Fit:
             ops[traffic.classes.index(VECTOR)] += traffic.vector
         self.ops = ops
         self.peak_ops = traffic.macs + (0.0 if VECTOR in traffic.classes else traffic.vector)
+        self.met = np.maximum(traffic.transfers - 1, 0)  # [B, N, L]: the others met there
+        self.setups = 4 + k  # index of the first set-up time in x
+        self.conflicts = self.setups + len(LEVELS)  # index of the first conflict factor
 
     def x0(self) -> np.ndarray:
         eff = [float(self.start.efficiency.get(c, 1.0)) for c in self.t.classes]
         setup = np.asarray(self.start.setup_s) * FS_PER_S / self.unit_fs
-        return np.concatenate([np.zeros(4), -np.log(eff), setup])
+        conflict = np.asarray(self.start.conflict)[list(CONFLICTING)]
+        return np.concatenate([np.zeros(4), -np.log(eff), setup, conflict])
 
     def bounds(self, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = np.log(1 / RATE_RANGE[1]), np.log(1 / RATE_RANGE[0])  # seconds per unit
-        lower = np.concatenate([np.full(4, lo), np.zeros(self.k), np.zeros(len(LEVELS))])
+        c = len(CONFLICTING)
+        lower = np.concatenate([np.full(4, lo), np.zeros(self.k + len(LEVELS) + c)])
         upper = np.concatenate(
-            [np.full(4, hi), np.full(self.k, -np.log(MIN_EFFICIENCY)), np.full(len(LEVELS), 1e3)]
+            [
+                np.full(4, hi),
+                np.full(self.k, -np.log(MIN_EFFICIENCY)),
+                np.full(len(LEVELS), 1e3),
+                np.full(c, MAX_CONFLICT),
+            ]
         )
         lower[4:] = np.minimum(lower[4:], x0[4:])
         upper[4:] = np.maximum(upper[4:], x0[4:])
@@ -222,32 +238,41 @@ class _Fit:
         whose gradient reaches the side that does not bind (None: the max itself)."""
         fpb = self.fs_per_byte0 * np.exp(x[:3])  # [L]
         fpm = self.fs_per_mac0 * np.exp(x[3])
-        ineff = np.exp(x[4 : 4 + self.k])  # [K]
-        setup = x[4 + self.k :] * self.unit_fs  # [L]
+        ineff = np.exp(x[4 : self.setups])  # [K]
+        setup = x[self.setups : self.conflicts] * self.unit_fs  # [L]
         by_class = fpm * ineff[:, None] * self.ops  # [K, N]
         compute = by_class.sum(axis=0) + fpm * (self.peak_ops - self.ops.sum(axis=0)).clip(0)
-        memory = self.t.bytes_ @ fpb + self.t.transfers @ setup  # [B, N]
+        plain = self.t.bytes_ * fpb + self.t.transfers * setup  # [B, N, L]
+        conflict = np.zeros(len(LEVELS))
+        conflict[list(CONFLICTING)] = x[self.conflicts :]
+        factor = 1.0 + conflict * self.met  # [B, N, L]
+        memory = (plain * factor).sum(axis=2)  # [B, N]
         compute = np.broadcast_to(compute[None], memory.shape)
         top = np.maximum(memory, compute)  # [B, N]
+        parts = (fpb, compute, by_class, plain, factor)
         if sharpness is None:
             on_memory = (memory > compute).astype(float)
-            return top.sum(axis=1), (fpb, compute, by_class, on_memory, 1.0 - on_memory)
+            return top.sum(axis=1), (*parts, on_memory, 1.0 - on_memory)
         p = float(sharpness)
         top = np.maximum(top, 1e-30)
         m, c = memory / top, compute / top
         node = top * (m**p + c**p) ** (1 / p)
         on_memory, on_compute = (memory / node) ** (p - 1), (compute / node) ** (p - 1)
-        return node.sum(axis=1), (fpb, compute, by_class, on_memory, on_compute)
+        return node.sum(axis=1), (*parts, on_memory, on_compute)
 
     def jacobian(self, x: np.ndarray, parts: tuple, latency: np.ndarray) -> np.ndarray:
         """float64 ``[B, P]``: d log latency / d x."""
-        fpb, compute, by_class, on_memory, on_compute = parts  # weights [B, N]
-        m = on_memory[:, :, None]
+        fpb, compute, by_class, plain, factor, on_memory, on_compute = parts  # weights [B, N]
+        m = on_memory[:, :, None] * factor  # [B, N, L]
         d_rate = (m * self.t.bytes_).sum(axis=1) * fpb  # [B, L]
         d_mac = (on_compute * compute).sum(axis=1, keepdims=True)  # [B, 1]
         d_class = on_compute @ by_class.T  # [B, K]
         d_setup = (m * self.t.transfers).sum(axis=1) * self.unit_fs  # [B, L]
-        return np.concatenate([d_rate, d_mac, d_class, d_setup], axis=1) / latency[:, None]
+        met = on_memory[:, :, None] * plain * self.met  # [B, N, L]
+        d_conflict = met.sum(axis=1)[:, list(CONFLICTING)]  # [B, 2]
+        return (
+            np.concatenate([d_rate, d_mac, d_class, d_setup, d_conflict], axis=1) / latency[:, None]
+        )
 
     def figures(self, x: np.ndarray) -> ChipFigures:
         rates = np.exp(-x[:3]) * np.asarray(self.start.params.bandwidths_gbps)
@@ -258,10 +283,18 @@ class _Fit:
             sram_gbps=float(rates[2]),
             peak_tops=float(self.start.params.peak_tops * np.exp(-x[3])),
         )
-        eff = {c: float(np.exp(-v)) for c, v in zip(self.t.classes, x[4 : 4 + self.k])}
+        eff = {c: float(np.exp(-v)) for c, v in zip(self.t.classes, x[4 : self.setups])}
         eff = {**self.start.efficiency, **eff}
-        setup = tuple(float(s) * self.unit_fs / FS_PER_S for s in x[4 + self.k :])
-        return ChipFigures(params, setup, eff)  # type: ignore[arg-type]
+        setup = x[self.setups : self.conflicts] * self.unit_fs / FS_PER_S
+        conflict = [0.0] * len(LEVELS)
+        for lv, f in zip(CONFLICTING, x[self.conflicts :]):
+            conflict[lv] = float(f)
+        return ChipFigures(
+            params,
+            tuple(float(s) for s in setup),  # type: ignore[arg-type]
+            eff,
+            tuple(conflict),  # type: ignore[arg-type]
+        )
 
 
 def _rms(values: np.ndarray) -> float:

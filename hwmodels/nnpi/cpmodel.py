@@ -13,6 +13,12 @@
   hull of every layer's roofline, far tighter than ``t_i >= compute_i, t_i >= mem_i``
   (which leaves ResNet-101 at a 16% gap after five minutes). Layers with more than
   ``max_configs`` placements fall back to ``t_i = max(compute_i, mem_i)``.
+* Bank conflicts (costs with ``conflict``, :class:`~hwmodels.nnpi.cost.NodeCosts`) are
+  priced exactly in each configuration's time, so a layer keeps its configurations up
+  to ``max_configs ** 2`` placements; beyond, its roofline gains one boolean per pair of
+  its tensors on a conflicting level, each pair's cost rounded on its own
+  (``CpModelParts.rounding_fs`` bounds how far the objective may then be from the
+  latency).
 * LLC and SRAM capacity: one row per level and maximal set of activations live at the
   same step (:meth:`~hwmodels.nnpi.occupancy.Tensors.maximal_live_sets`), all weights
   on the level included.
@@ -62,6 +68,8 @@ class CpModelParts:
         layers: per node, its :class:`LayerModel`, or None if its time is constant.
         objective: the objective expression (latency in fs).
         weight_classes: groups of nodes ordered by :mod:`hwmodels.nnpi.symmetry`.
+        rounding_fs: how far the objective may be from the latency (fs): the conflict
+            terms of fallback layers, rounded one by one (0 without them).
     """
 
     model: cp_model.CpModel
@@ -69,6 +77,7 @@ class CpModelParts:
     layers: list
     objective: cp_model.LinearExprT
     weight_classes: list = field(default_factory=list)
+    rounding_fs: int = 0
 
     @property
     def num_booleans(self) -> int:
@@ -179,7 +188,8 @@ def free_nodes(target) -> np.ndarray:
     """bool ``[N]``: nodes whose time can depend on the levels: memory-bound with every
     tensor they touch on its slowest level (DRAM where the levels are ordered by speed;
     a calibrated prior's set-up times can make an on-chip level slower for a small
-    tensor, and a node compute-bound in DRAM then memory-bound there)."""
+    tensor, and a node compute-bound in DRAM then memory-bound there). With bank
+    conflicts, every transfer may meet every other one on the most conflicting level."""
     costs = target.costs
     worst_output = costs.output_fs.max(axis=1)
     worst = (
@@ -188,6 +198,10 @@ def free_nodes(target) -> np.ndarray:
         + np.asarray(costs.consumers_of @ worst_output).reshape(-1)
         + costs.host_fs
     )
+    if costs.conflict is not None:
+        sent = (costs.output_fs.max(axis=1) > 0).astype(np.int64)
+        count = (costs.weight_fs.max(axis=1) > 0) + sent + costs.consumers_of @ sent
+        worst = worst * (1.0 + costs.conflict.max() * np.maximum(count - 1, 0))
     return worst > costs.compute_fs
 
 
@@ -254,6 +268,8 @@ def build_model(
     modelled = modelled_tensors(target, touched, free)
     saving = saving_fs(target)
     all_dram = costs.memory_fs(np.zeros((1, n, 2), dtype=np.int64))[0]
+    table_limit = max_configs if costs.conflict is None else max_configs**2
+    rounding = 0
 
     x: dict[tuple[int, int], cp_model.IntVar] = {}
     for t, levels in enumerate(allowed):
@@ -279,20 +295,27 @@ def build_model(
             for lv in allowed[t]
             if lv != DRAM
         )
-        if math.prod(len(allowed[t]) for t in mine) <= max_configs:
+        if math.prod(len(allowed[t]) for t in mine) <= table_limit:
             layer = _configurations(model, x, i, mine, allowed, context)
-            time_fs = np.maximum(base + saving[mine, layer.levels].sum(axis=1), compute)
+            memory = base + saving[mine, layer.levels].sum(axis=1)
+            if costs.conflict is not None:
+                memory = memory + _configuration_conflicts(costs, i, mine, layer.levels)
+            time_fs = np.maximum(memory, compute)
             low = int(time_fs.min())
             objective.append(low)
             objective.extend(int(f - low) * v for f, v in zip(time_fs, layer.y) if f > low)
         else:
             layer = LayerModel(mine, np.zeros((0, len(mine)), dtype=np.int64), [], context)
-            objective.append(_roofline_var(model, x, i, mine, allowed, saving, base, compute))
+            pairs, terms = _pair_conflicts(model, x, costs, i, mine, allowed)
+            rounding += terms
+            objective.append(
+                _roofline_var(model, x, i, mine, allowed, saving, base, compute, pairs)
+            )
         layers[i] = layer
 
     _add_capacity_rows(model, x, target.tensors, target.capacity)
     total = sum(objective)
-    parts = CpModelParts(model, x, layers, total)
+    parts = CpModelParts(model, x, layers, total, rounding_fs=rounding)
     extra = add_additions(parts, additions) if every else 0
     model.minimize(total + extra)
     return parts
@@ -310,13 +333,72 @@ def _configurations(model, x, i, mine, allowed, context) -> LayerModel:
     return LayerModel(mine, levels, y, context)
 
 
-def _roofline_var(model, x, i, mine, allowed, saving, base, compute) -> cp_model.IntVar:
-    """``t_i = max(compute_i, mem_i)`` for a layer with too many configurations."""
+def tensor_transfers(costs, i: int, tensors: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """What each of ``tensors`` (touched by node ``i``) moves for ``i``: float64 ``[k, L]``
+    its transfer time on each level (a producer's output once per read) and int64
+    ``[k, L]`` its transfers there (:meth:`~hwmodels.nnpi.cost.NodeCosts.conflict_fs`)."""
+    time = np.zeros((len(tensors), costs.weight_fs.shape[1]))
+    for k, t in enumerate(tensors):
+        node = t // 2
+        if t == 2 * i:
+            time[k] = costs.weight_fs[i]
+        elif t == 2 * i + 1:
+            time[k] = costs.output_fs[i]
+        else:
+            time[k] = costs.output_fs[node] * costs.consumers_of[i, node]
+    reads = np.array([1 if t // 2 == i else costs.consumers_of[i, t // 2] for t in tensors])
+    return time, (time > 0) * reads[:, None]
+
+
+def _configuration_conflicts(costs, i: int, tensors: list[int], levels: np.ndarray) -> np.ndarray:
+    """int64 ``[C]``: the conflicts node ``i`` pays in each configuration ``levels``
+    ``[C, k]`` of its free ``tensors`` (the others sit in DRAM, which has none)."""
+    time, count = tensor_transfers(costs, i, tensors)
+    extra = np.zeros(len(levels))
+    for lv in np.flatnonzero(costs.conflict > 0).tolist():
+        on = levels == lv  # [C, k]
+        extra += costs.conflict[lv] * (on @ time[:, lv]) * np.maximum(on @ count[:, lv] - 1, 0)
+    return np.round(extra).astype(np.int64)
+
+
+def _pair_conflicts(model, x, costs, i, tensors, allowed) -> tuple[list, int]:
+    """The conflicts of node ``i`` as ``(coefficient, literal)`` terms: per level ``l``,
+    ``T (K - 1) = sum_t time_t (n_t - 1) x_t + sum_{t<u} (time_t n_u + time_u n_t) x_t x_u``
+    with one boolean per pair; returns the terms and how many were rounded."""
+    terms: list = []
+    if costs.conflict is None:
+        return terms, 0
+    time, count = tensor_transfers(costs, i, tensors)
+    for lv in np.flatnonzero(costs.conflict > 0).tolist():
+        f = float(costs.conflict[lv])
+        on = [k for k, t in enumerate(tensors) if lv in allowed[t]]
+        for k in on:
+            if count[k, lv] > 1:
+                terms.append((f * time[k, lv] * (count[k, lv] - 1), x[(tensors[k], lv)]))
+        for a, b in itertools.combinations(on, 2):
+            cost = f * (time[a, lv] * count[b, lv] + time[b, lv] * count[a, lv])
+            if cost:
+                both = model.new_bool_var(f"pair{i}_{tensors[a]}_{tensors[b]}_{lv}")
+                xa, xb = x[(tensors[a], lv)], x[(tensors[b], lv)]
+                model.add_implication(both, xa)
+                model.add_implication(both, xb)
+                model.add_bool_or([xa.Not(), xb.Not(), both])
+                terms.append((cost, both))
+    return [(int(round(c)), v) for c, v in terms], len(terms)
+
+
+def _roofline_var(
+    model, x, i, mine, allowed, saving, base, compute, conflicts=()
+) -> cp_model.IntVar:
+    """``t_i = max(compute_i, mem_i)`` for a layer with too many configurations
+    (``conflicts``: ``(fs, literal)`` terms added to its memory time)."""
     expr = base + sum(
         int(saving[t, lv]) * x[(t, lv)] for t in mine for lv in allowed[t] if lv != DRAM
     )
+    expr = expr + sum(c * v for c, v in conflicts)
     least = base + int(sum(saving[t, allowed[t]].min() for t in mine))
     most = base + int(sum(saving[t, allowed[t]].max() for t in mine))  # > base: a slow level
+    most += int(sum(c for c, _ in conflicts))
     mem = model.new_int_var(min(0, least), most, f"mem{i}")
     model.add(mem == expr)
     ti = model.new_int_var(max(compute, least), max(compute, most), f"t{i}")

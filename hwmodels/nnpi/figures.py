@@ -1,18 +1,23 @@
-"""A chip's figures beyond the NNP-I datasheet: set-up times and compute efficiencies.
+"""A chip's figures beyond the NNP-I datasheet: set-up times, compute efficiencies and
+bank conflicts.
 
 The NNP-I cost model (:mod:`hwmodels.nnpi.cost`) takes one bandwidth per level and one
 compute rate (:class:`~hwmodels.nnpi.NNPIParams`). A chip often also has a fixed set-up
-time per transfer on each level and a compute efficiency per operator class, which no
-NNP-I parameter expresses. Both still give per-node integer costs of the same form
-(:class:`~hwmodels.nnpi.cost.NodeCosts`, which the CP-SAT model reads term for term), so
-a target bound with :func:`bind` is evaluated and solved exactly as the plain model is:
+time per transfer on each level, a compute efficiency per operator class and banked
+on-chip memories whose bandwidth a node's transfers share, which no NNP-I parameter
+expresses. All give per-node integer costs the CP-SAT model reads term for term
+(:class:`~hwmodels.nnpi.cost.NodeCosts`; a conflict is priced per configuration of a
+layer's tensors), so a target bound with :func:`bind` is evaluated and solved exactly as
+the plain model is:
 
 * ``weight_fs[i, l] = w_i / bw_l + setup_l`` (a weight is one transfer), likewise
   ``output_fs`` (paid at the write and at each consumer's read) and ``host_fs``
   (one DRAM transfer per graph input);
 * ``compute_fs[i] = (macs_i / eff[op_type_i] + vector_ops_i / eff["vector"]) / rate``:
   the classes are the workload's op types of nodes with MACs, and ``vector`` for every
-  node's fused vector operations (:func:`op_classes`).
+  node's fused vector operations (:func:`op_classes`);
+* ``conflict[l] = F_l``: a node with ``k`` transfers on on-chip level ``l`` takes
+  ``1 + F_l * (k - 1)`` times their time there (the banks they share; DRAM's is 0).
 """
 
 from __future__ import annotations
@@ -70,11 +75,14 @@ class ChipFigures:
         setup_s: seconds ``[3]`` every transfer pays on DRAM, LLC and SRAM.
         efficiency: share of peak per compute class (:func:`op_classes`; classes not
             named run at peak), each in (0, 1].
+        conflict: ``[3]`` factors >= 0 by which each extra transfer of a node on a
+            level slows its transfers there (module docstring); DRAM's must be 0.
     """
 
     params: NNPIParams = field(default_factory=NNPIParams)
     setup_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
     efficiency: Mapping[str, float] = field(default_factory=dict)
+    conflict: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self) -> None:
         if len(self.setup_s) != len(LEVELS) or not all(
@@ -84,18 +92,32 @@ class ChipFigures:
         bad = {k: v for k, v in self.efficiency.items() if not (0 < float(v) <= 1)}
         if bad:
             raise ValueError(f"efficiency must be in (0, 1] per class, got {bad}")
+        if (
+            len(self.conflict) != len(LEVELS)
+            or not all(math.isfinite(f) and f >= 0 for f in self.conflict)
+            or self.conflict[DRAM] != 0
+        ):
+            raise ValueError(
+                f"conflict must be {len(LEVELS)} factors >= 0 (DRAM's 0), got {self.conflict!r}"
+            )
 
     @property
     def plain(self) -> bool:
-        """No set-up time and every class at peak: the NNP-I model itself."""
-        return not any(self.setup_s) and all(v == 1 for v in self.efficiency.values())
+        """No set-up time, every class at peak, no conflicts: the NNP-I model itself."""
+        return (
+            not any(self.setup_s)
+            and all(v == 1 for v in self.efficiency.values())
+            and not any(self.conflict)
+        )
 
     def to_dict(self) -> dict:
-        """JSON-ready: ``params`` (every NNP-I field), ``setup_s`` ``[3]``, ``efficiency``."""
+        """JSON-ready: ``params`` (every NNP-I field), ``setup_s`` ``[3]``, ``efficiency``,
+        ``conflict`` ``[3]``."""
         return {
             "params": asdict(self.params),
             "setup_s": [float(s) for s in self.setup_s],
             "efficiency": {k: float(v) for k, v in self.efficiency.items()},
+            "conflict": [float(f) for f in self.conflict],
         }
 
     @classmethod
@@ -103,10 +125,12 @@ class ChipFigures:
         """The figures :meth:`to_dict` wrote (ValueError naming what is wrong)."""
         try:
             setup = tuple(float(s) for s in data.get("setup_s", (0.0,) * len(LEVELS)))
+            conflict = tuple(float(f) for f in data.get("conflict", (0.0,) * len(LEVELS)))
             return cls(
                 NNPIParams(**dict(data["params"])),
                 setup,  # type: ignore[arg-type]
                 {str(k): float(v) for k, v in dict(data.get("efficiency", {})).items()},
+                conflict,  # type: ignore[arg-type]
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"chip figures are malformed: {exc!r}") from None
@@ -130,6 +154,7 @@ class ChipFigures:
             output_fs=np.round(output).astype(np.int64),
             host_fs=np.round(host).astype(np.int64),
             consumers_of=sp.csr_matrix(base.consumers_of),
+            conflict=np.asarray(self.conflict, dtype=np.float64) if any(self.conflict) else None,
         )
 
     def compute_fs(self, workload: Workload) -> np.ndarray:

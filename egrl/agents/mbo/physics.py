@@ -10,7 +10,8 @@ uses live here:
   and the confirmation's readings);
 - :class:`PhysicsModel`: the prior calibrated to the readings
   (:func:`hwmodels.nnpi.calibrate.calibrate`: bandwidths, compute rate, set-up time per
-  transfer and level, efficiency per operator class, pulled towards the datasheet), and
+  transfer and level, efficiency per operator class, bank conflicts per on-chip level,
+  pulled towards the datasheet), and
   a residual of what the calibrated prior still misses on log latency: ``linear`` (ridge
   regression on the map's one-hot choices, which is again a per-unit, per-choice cost and
   goes into the solve) or ``forest`` (extra trees on the map's choices, which re-ranks the
