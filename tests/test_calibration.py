@@ -10,7 +10,7 @@ import pytest
 
 import workloads
 from hwmodels.nnpi import NNPI, NNPIParams
-from hwmodels.nnpi.calibrate import Calibration, _Fit, _Traffic, calibrate
+from hwmodels.nnpi.calibrate import SLOW_STARTS, Calibration, _Fit, _Traffic, calibrate
 from hwmodels.nnpi.figures import ChipFigures
 from hwmodels.nnpi.prior import check_prior, nnpi_prior, own_prior
 
@@ -86,11 +86,19 @@ def test_the_fit_model_is_the_target_cost_model(workload):
     target = figures.bind(workload)
     maps = np.random.default_rng(2).integers(0, 3, size=(8, target.num_units, 2))
     fit = _Fit(_Traffic.of(workload, maps), figures, 1e-7)
-    model, _ = fit.latency(fit.x0())
+    model, _ = fit.latency(fit.vector(figures))
     np.testing.assert_allclose(model, target.latency_fs(maps), rtol=1e-6)
-    back = fit.figures(fit.x0())
+    back = fit.figures(fit.vector(figures))
     assert back.params == figures.params and back.efficiency["conv"] == pytest.approx(0.5)
     assert back.conflict == pytest.approx(figures.conflict)
+    # any figures (a warm start) are a vector of this fit, and back
+    other = ChipFigures(NNPIParams(**SHEET), (0.2e-6, 0.0, 0.05e-6), {"conv": 0.8}, (0.0, 1.5, 0.1))
+    again = fit.figures(fit.vector(other))
+    for name in ("dram_gbps", "llc_gbps", "sram_gbps", "peak_tops"):
+        assert getattr(again.params, name) == pytest.approx(getattr(other.params, name))
+    assert again.setup_s == pytest.approx(other.setup_s)
+    assert again.conflict == pytest.approx(other.conflict)
+    assert again.efficiency["conv"] == pytest.approx(0.8)
 
 
 def test_fits_a_bank_conflict_and_its_solve_finds_the_chips_optimum(workload):
@@ -111,6 +119,27 @@ def test_fits_a_bank_conflict_and_its_solve_finds_the_chips_optimum(workload):
     datasheet = own_prior(sheet).solve(native, time_limit_s=30).mapping
     assert chip.latency_fs(calibrated[None])[0] <= 1.001 * best
     assert chip.latency_fs(datasheet[None])[0] > 1.03 * best
+
+
+def test_a_poor_fit_starts_again_and_a_warm_start_keeps_a_good_one(workload):
+    """A fit that ends above ``restart_spread`` also starts from the slow-level points and
+    keeps the least cost, so it is never worse than the single start; a later fit that
+    also starts from its figures (``warm``) keeps them."""
+    sheet = NNPI(**SHEET, sram_gbps=680.0).bind(workload)
+    params = NNPIParams(**{**TRUE, "sram_gbps": 680.0})
+    chip = ChipFigures(params, conflict=(0.0, 0.0, 0.6)).bind(workload)
+    maps, latency = readings(chip, 60, seed=5)
+    once = calibrate(own_prior(sheet), maps, latency, restart_spread=np.inf)
+    again = calibrate(own_prior(sheet), maps, latency, restart_spread=0.0)
+    assert once.starts == 1 and again.starts == 1 + 2 * len(SLOW_STARTS)
+    assert again.spread <= once.spread * (1 + 1e-6)
+    warm = calibrate(own_prior(sheet), maps, latency, warm=again.figures, restart_spread=np.inf)
+    assert warm.starts == 2 and warm.spread <= again.spread * (1 + 1e-6)
+    assert warm.figures.conflict[2] == pytest.approx(again.figures.conflict[2], rel=0.05)
+    with pytest.raises(ValueError, match="restart_spread"):
+        calibrate(own_prior(sheet), maps, latency, restart_spread=-1.0)
+    with pytest.raises(ValueError, match="slow_starts"):
+        calibrate(own_prior(sheet), maps, latency, slow_starts=(0.0,))
 
 
 def test_saved_calibration_loads_back_solves_and_starts_a_prior(workload, sheet, tmp_path):

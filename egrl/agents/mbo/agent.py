@@ -64,6 +64,7 @@ from egrl.config import TrainConfig
 from egrl.env import Env
 from egrl.ledger import CHECK_PHASE
 from egrl.validation import ConfigError
+from hwmodels.nnpi.figures import ChipFigures
 from hwmodels.nnpi.prior import NNPIPrior, own_prior
 from hwmodels.nnpi.target import NNPITarget
 
@@ -153,6 +154,7 @@ class ModelBasedAgent(SearchAgent):
         self.refused: list[np.ndarray] = []
         self.model: PhysicsModel | None = None
         self.fitted_on = 0  # readings the model was fitted on
+        self.fit_start: ChipFigures | None = None  # the figures its calibration started at
         #: the next round goes to the searchers (the region collapsed)
         self.searchers_next = False
         self.physics_row: dict = {}
@@ -241,6 +243,9 @@ class ModelBasedAgent(SearchAgent):
         maps, latency = self.readings.arrays()
         if self.model is not None and self.fitted_on == len(maps):
             return maps
+        if self.model is not None:  # start at the last fit (a resumed run: its start)
+            calibration = self.model.calibration
+            self.fit_start = None if calibration is None else calibration.figures
         with self.timer(FIT_PHASE):
             self.model = fit_model(
                 self.env.target,
@@ -252,6 +257,7 @@ class ModelBasedAgent(SearchAgent):
                 o.residual,
                 o.prior_weight,
                 int(self._round_rng().integers(2**31)),
+                warm=self.fit_start,
             )
         self.fitted_on = len(maps)
         if self.run_dir is not None and self.model.calibration is not None:
@@ -477,6 +483,8 @@ class ModelBasedAgent(SearchAgent):
                 "refused": np.asarray(self.refused, np.int16),
                 "searchers_next": self.searchers_next,
             }
+            if self.fit_start is not None:
+                state["physics"]["fit_start"] = self.fit_start.to_dict()
         return state
 
     def load_agent_state(self, state: dict) -> None:
@@ -488,6 +496,8 @@ class ModelBasedAgent(SearchAgent):
             self.region = TrustRegion(**physics["region"])
             self.refused = list(np.asarray(physics["refused"], np.int64))
             self.searchers_next = bool(physics["searchers_next"])
+            start = physics.get("fit_start")
+            self.fit_start = None if start is None else ChipFigures.from_dict(start)
 
 
 def physics_prior(env: Env, physics: str) -> NNPIPrior | None:

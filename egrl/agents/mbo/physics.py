@@ -40,6 +40,7 @@ import numpy as np
 
 from egrl.record import COMPILER, CONFIRM, SEARCH, Reading
 from hwmodels.nnpi.calibrate import Calibration, calibrate
+from hwmodels.nnpi.figures import ChipFigures
 from hwmodels.nnpi.prior import NNPIPrior
 
 log = logging.getLogger(__name__)
@@ -199,15 +200,24 @@ def fit_model(
     residual: str,
     prior_weight: float,
     seed: int,
+    warm: ChipFigures | None = None,
 ) -> PhysicsModel:
     """Calibrate ``datasheet`` (the prior of ``target``, the run's target) to the readings
     (maps int ``[M, N, H]``, latencies float ``[M]``; ``calibrated`` False: the datasheet
     as it is) and fit ``residual`` (one of
-    :data:`~egrl.agents.mbo.options.RESIDUALS`) on what the calibrated prior misses."""
+    :data:`~egrl.agents.mbo.options.RESIDUALS`) on what the calibrated prior misses;
+    ``warm``: figures the calibration starts from too, beside the datasheet's (the last
+    round's fit)."""
     calibration = None
     prior = datasheet
     if calibrated and len(maps):
-        calibration = calibrate(datasheet, maps, latency_s, prior_weight=prior_weight)
+        calibration = calibrate(
+            datasheet,
+            maps,
+            latency_s,
+            prior_weight=prior_weight,
+            warm=warm,
+        )
         prior = calibration.prior(target)
     shape = (maps.shape[1], len(num_choices), int(np.max(num_choices)))
     weights, forest = np.zeros(shape), None
