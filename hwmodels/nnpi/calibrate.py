@@ -420,22 +420,14 @@ def calibrate(
             x, evaluations = result.x, evaluations + result.nfev
         return x, float(np.sum(np.square(residuals(x))))
 
-    def least(points: list[np.ndarray], x: np.ndarray | None, cost: float):
-        """The least-cost fit of those from ``points`` and ``x`` (cost ``cost``)."""
-        for first in points:
-            other, other_cost = fitted(first)
-            if x is None or other_cost < cost:
-                x, cost = other, other_cost
-        return x, cost
-
     points = [x0] + ([fit.vector(warm)] if warm is not None else [])
-    x, cost = least(points, None, np.inf)
+    fits = [fitted(p) for p in points]
+    x, _ = min(fits, key=lambda f: f[1])  # the least cost; the first of equals
     # with fewer readings than figures the pull decides, and a far start only overfits
     if len(maps) >= len(x0) and _rms(residuals(x)[: len(maps)]) > restart_spread:
-        again = fit.slow(x0, tuple(slow_starts))
-        x, cost = least(again, x, cost)
-        points += again
-    starts = len(points)
+        fits += [fitted(p) for p in fit.slow(x0, tuple(slow_starts))]
+        x, _ = min(fits, key=lambda f: f[1])
+    starts = len(fits)
     spread = _rms(residuals(x)[: len(maps)])
     start_spread = _rms(residuals(x0)[: len(maps)])
     figures = fit.figures(x)

@@ -211,13 +211,7 @@ def fit_model(
     calibration = None
     prior = datasheet
     if calibrated and len(maps):
-        calibration = calibrate(
-            datasheet,
-            maps,
-            latency_s,
-            prior_weight=prior_weight,
-            warm=warm,
-        )
+        calibration = calibrate(datasheet, maps, latency_s, prior_weight=prior_weight, warm=warm)
         prior = calibration.prior(target)
     shape = (maps.shape[1], len(num_choices), int(np.max(num_choices)))
     weights, forest = np.zeros(shape), None
