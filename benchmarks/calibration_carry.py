@@ -27,15 +27,17 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's studies/ (not installed)
+
 import workloads  # noqa: E402
 from egrl import make_env  # noqa: E402
+from studies.render import machine  # noqa: E402
 
 log = logging.getLogger("calibration_carry")
-ROOT = Path(__file__).resolve().parents[1]
 CHIP = ROOT / "examples" / "external_chip.py"
 #: the study chips' datasheet as NNP-I figures (configs/study/physics.yaml, ``prior``)
 DATASHEET = {
@@ -71,12 +73,12 @@ def first_map(chip: str, workload: str, prior: dict, time_limit_s: float) -> dic
 
 
 def pairs(items: list[str], what: str) -> dict[str, str]:
-    """``CHIP=VALUE`` arguments as a dict (SystemExit naming a malformed one)."""
+    """``CHIP=VALUE`` arguments as a dict (ValueError naming a malformed one)."""
     out = {}
     for item in items:
         chip, sep, value = item.partition("=")
         if not sep or not chip or not value:
-            raise SystemExit(f"--{what} takes CHIP=VALUE, got {item!r}")
+            raise ValueError(f"--{what} takes CHIP=VALUE, got {item!r}")
         out[chip] = value
     return out
 
@@ -90,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    calibrations = pairs(args.calibration, "calibration")
-    best = {k: float(v) for k, v in pairs(args.best, "best").items()}
+    try:
+        calibrations = pairs(args.calibration, "calibration")
+        best = {k: float(v) for k, v in pairs(args.best, "best").items()}
+    except ValueError as exc:  # a malformed pair, or a speed-up that is no number
+        p.error(str(exc))
     rows = []
     for label, path in calibrations.items():
         chip = label.split(":")[0]  # CHIP:TAG names several calibrations of one chip
@@ -118,11 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"{b:.4f} | {c['speedup'] / b:.1%} |" if b else "- | - |")
         )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    sys.stdout.write("\n".join(lines) + "\n")
-    sys.stdout.write(
-        f"\n{platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
-        f"load average {load:.1f}\n"
-    )
+    sys.stdout.write("\n".join(lines) + f"\n\n{machine()}, load average {load:.1f}\n")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0
